@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 BUSYBOX = Path("/bin/busybox")
-APPLETS = ("sh", "env", "cat", "echo", "sleep", "true", "ls")
+APPLETS = ("sh", "env", "cat", "echo", "sleep", "true", "false", "ls")
 ROOTFS_DIRS = ("proc", "dev", "sys", "tmp", "etc")
 
 
