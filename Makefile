@@ -1,0 +1,38 @@
+# One target per thing a person does. Everything runs from the project's own .venv.
+PY ?= .venv/bin/python
+VENV_STAMP := .venv/.installed
+
+.PHONY: demo test lint typecheck unit integration bench clean
+
+$(VENV_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+## demo: start a real busybox container with runc, our hook injected, and show what it did
+demo: $(VENV_STAMP)
+	$(PY) -m hook.demo
+
+## test: lint, type check, then the whole suite (integration tests need root, runc, podman)
+test: lint typecheck $(VENV_STAMP)
+	$(PY) -m pytest -q
+
+lint: $(VENV_STAMP)
+	$(PY) -m ruff check hook tests
+	$(PY) -m ruff format --check hook tests
+
+typecheck: $(VENV_STAMP)
+	$(PY) -m mypy
+
+unit: $(VENV_STAMP)
+	$(PY) -m pytest -q -m "not integration"
+
+integration: $(VENV_STAMP)
+	$(PY) -m pytest -q -m integration
+
+## bench: time the installed hook against the bare interpreter
+bench: $(VENV_STAMP)
+	$(PY) tests/bench/bench_hook.py
+
+clean:
+	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache build *.egg-info

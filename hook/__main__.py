@@ -1,0 +1,158 @@
+"""Entry point: upstream's command line (Go ``flag`` rules), stage dispatch, errors turned into exit codes.
+
+This is the only place that prints an error or chooses an exit status. Stage paths import only the standard
+library and the modules they need; the human commands (typer) are imported only when one is named.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hook.errors import HookError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hook.prestart import Options
+
+PROG = "gpu-env-hook"
+STAGES = ("prestart", "createRuntime", "poststart", "poststop", "precreate")
+HUMAN_COMMANDS = ("resolve", "validate", "env-file", "config", "doctor", "install", "uninstall")
+_STRING_FLAGS = ("config",)
+_BOOL_FLAGS = ("debug", "version", "env-only")
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+USAGE = f"""\
+Usage of {PROG} (a drop-in for nvidia-container-runtime-hook):
+  -config string
+    \tconfiguration file
+  -debug
+    \tenable debug output
+  -env-only
+    \tmerge the env file into config.json, then exit without calling nvidia-container-cli
+  -version
+    \tenable version output
+
+Commands:
+  prestart
+        run the prestart hook (also: createRuntime)
+  poststart
+        no-op
+  poststop
+        no-op
+  precreate
+        merge the env file into the config on stdin and print it (podman precreate hook)
+  resolve, validate, env-file, config, doctor, install, uninstall
+        commands for people: '{PROG} COMMAND --help'
+"""
+
+
+class HelpRequestedError(Exception):
+    """``-h`` / ``-help`` was given: usage on stderr, exit 0 (Go's flag package)."""
+
+
+def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
+    """Parse flags before the command word as Go's ``flag`` package does; return flags and the rest."""
+    flags: dict[str, str | bool] = {}
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if len(arg) < 2 or not arg.startswith("-"):
+            break
+        index += 1
+        if arg == "--":
+            break
+        name = arg[2:] if arg.startswith("--") else arg[1:]
+        if not name or name.startswith(("-", "=")):
+            raise UsageError(f"bad flag syntax: {arg}")
+        name, has_value, value = name.partition("=")
+        if name in ("h", "help"):
+            raise HelpRequestedError
+        if name in _BOOL_FLAGS:
+            if not has_value:
+                flags[name] = True
+            elif value in _GO_TRUE or value in _GO_FALSE:
+                flags[name] = value in _GO_TRUE
+            else:
+                raise UsageError(f'invalid boolean value "{value}" for -{name}: parse error')
+        elif name in _STRING_FLAGS:
+            if not has_value:
+                if index >= len(argv):
+                    raise UsageError(f"flag needs an argument: -{name}")
+                value = argv[index]
+                index += 1
+            flags[name] = value
+        else:
+            raise UsageError(f"flag provided but not defined: -{name}")
+    return flags, argv[index:]
+
+
+def build_options(flags: dict[str, str | bool]) -> Options:
+    """Turn parsed flags into stage options."""
+    from hook.prestart import Options
+
+    config = flags.get("config")
+    return Options(
+        config=config if isinstance(config, str) and config else None,
+        debug=flags.get("debug") is True,
+        env_only=flags.get("env-only") is True,
+    )
+
+
+def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
+    """Run the command word with the parsed flags."""
+    if flags.get("version") is True:
+        from hook import __version__
+
+        sys.stdout.write(f"{PROG} version {__version__}\n")
+        return 0
+    if not rest:
+        raise UsageError("no command given")
+    command = rest[0]
+    if command in ("poststart", "poststop"):
+        return 0
+    if command in ("prestart", "createRuntime"):
+        from hook.prestart import run_prestart
+
+        return run_prestart(build_options(flags), sys.stdin.buffer, os.environ, os.getcwd())
+    if command == "precreate":
+        from hook.precreate import run_precreate
+
+        return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, os.environ)
+    if command in HUMAN_COMMANDS:
+        from hook.cli import run_cli
+
+        config = flags.get("config")
+        return run_cli(rest, config=config if isinstance(config, str) and config else None)
+    raise UsageError(f"unknown command: {command}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the hook and return its exit status (0 success, 1 error, 2 usage)."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = False
+    try:
+        flags, rest = parse_flags(args)
+        debug = flags.get("debug") is True
+        return dispatch(flags, rest)
+    except HelpRequestedError:
+        sys.stderr.write(USAGE)
+        return 0
+    except UsageError as err:
+        sys.stderr.write(f"{err}\n{USAGE}")
+        return err.exit_code
+    except HookError as err:
+        sys.stderr.write(f"{err}\n")
+        return err.exit_code
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a bare traceback
+        sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""A bundle's config.json: loaded as a raw dict (unknown fields survive), checked, and written atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+from hook.errors import SpecError, decode_error_reason, json_kind
+
+MAX_SPEC_BYTES = 16 * 1024 * 1024
+
+
+class Spec:
+    """config.json as read: its path, its exact bytes and the decoded document."""
+
+    __slots__ = ("document", "path", "raw")
+
+    def __init__(self, *, path: str, raw: bytes, document: dict[str, object]) -> None:
+        self.path = path
+        self.raw = raw
+        self.document = document
+
+
+def spec_path(bundle: str) -> str:
+    """Return ``<bundle>/config.json`` (relative to the cwd when the state names no bundle)."""
+    return os.path.join(bundle, "config.json")
+
+
+def load_spec(bundle: str) -> Spec:
+    """Read and decode ``<bundle>/config.json``."""
+    path = spec_path(bundle)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
+    except OSError as err:
+        raise SpecError(f"could not open OCI spec: open {path}: {_strerror(err)}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"could not decode OCI spec: {path} is larger than {MAX_SPEC_BYTES} bytes")
+    return Spec(path=path, raw=raw, document=parse_spec(raw))
+
+
+def parse_spec(raw: bytes) -> dict[str, object]:
+    """Decode config.json bytes into a dict, refusing anything that is not one JSON object."""
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise SpecError(f"could not decode OCI spec: {decode_error_reason(err)}") from None
+    if not isinstance(document, dict):
+        raise SpecError(
+            f"could not decode OCI spec: the spec must be a JSON object, got {json_kind(document)}"
+        )
+    return document
+
+
+def check_spec(document: dict[str, object]) -> None:
+    """Apply upstream's presence checks on ociVersion, process and root, and the types we rely on."""
+    version = document.get("ociVersion")
+    if version is None:
+        raise SpecError("Version is empty in OCI spec")
+    if not isinstance(version, str):
+        raise SpecError(f"could not decode OCI spec: ociVersion must be a string, got {json_kind(version)}")
+    process = document.get("process")
+    if process is None:
+        raise SpecError("Process is empty in OCI spec")
+    if not isinstance(process, dict):
+        raise SpecError(f"could not decode OCI spec: process must be an object, got {json_kind(process)}")
+    root = document.get("root")
+    if root is None:
+        raise SpecError("Root is empty in OCI spec")
+    if not isinstance(root, dict) or not isinstance(root.get("path", ""), str):
+        raise SpecError("could not decode OCI spec: root must be an object with a string path")
+    env = process.get("env")
+    if env is not None and not (isinstance(env, list) and all(isinstance(item, str) for item in env)):
+        raise SpecError("could not decode OCI spec: process.env must be an array of strings")
+    mounts = document.get("mounts")
+    if mounts is not None and not (
+        isinstance(mounts, list)
+        and all(
+            isinstance(m, dict)
+            and isinstance(m.get("source", ""), str)
+            and isinstance(m.get("destination", ""), str)
+            for m in mounts
+        )
+    ):
+        raise SpecError("could not decode OCI spec: mounts must be an array of objects with string fields")
+
+
+def process_env(document: dict[str, object]) -> list[str]:
+    """Return ``process.env`` of a checked spec (empty when absent)."""
+    process = document["process"]
+    assert isinstance(process, dict)  # noqa: S101 - guaranteed by check_spec
+    env = process.get("env")
+    return list(env) if isinstance(env, list) else []
+
+
+def parse_env(entries: list[str]) -> dict[str, str]:
+    """Split ``NAME=value`` entries at the first ``=``; later duplicates win, as upstream."""
+    env: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        name, sep, value = entry.partition("=")
+        if not sep:
+            raise SpecError(f"invalid environment variable: process.env[{index}] has no '='")
+        env[name] = value
+    return env
+
+
+def spec_mounts(document: dict[str, object]) -> list[tuple[str, str]]:
+    """Return ``(source, destination)`` of every mount of a checked spec."""
+    mounts = document.get("mounts")
+    if not isinstance(mounts, list):
+        return []
+    return [(str(m.get("source", "")), str(m.get("destination", ""))) for m in mounts]
+
+
+def root_path(document: dict[str, object]) -> str:
+    """Return ``root.path`` of a checked spec."""
+    root = document["root"]
+    assert isinstance(root, dict)  # noqa: S101 - guaranteed by check_spec
+    return str(root.get("path", ""))
+
+
+def spec_annotations(document: dict[str, object]) -> dict[str, str]:
+    """Return the string-valued annotations of a spec."""
+    annotations = document.get("annotations")
+    if not isinstance(annotations, dict):
+        return {}
+    return {str(k): v for k, v in annotations.items() if isinstance(v, str)}
+
+
+def set_process_env(document: dict[str, object], env: list[str]) -> dict[str, object]:
+    """Return a copy of the document whose ``process.env`` is ``env``; nothing else changes."""
+    process = document["process"]
+    assert isinstance(process, dict)  # noqa: S101 - guaranteed by check_spec
+    return {**document, "process": {**process, "env": env}}
+
+
+def dump_spec(document: dict[str, object]) -> bytes:
+    """Serialise a spec the way runtimes write it (compact JSON, UTF-8, no ASCII escaping)."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def write_spec(path: str, document: dict[str, object]) -> None:
+    """Replace config.json atomically: temp file beside it, same mode, fsync, rename, fsync the directory."""
+    write_atomic(path, dump_spec(document))
+
+
+def write_atomic(path: str, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a mix.
+
+    The mode is kept from the file replaced (or ``mode``, else 0o644); the temp file goes on failure.
+    """
+    directory = os.path.dirname(path) or "."
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _strerror(err: OSError) -> str:
+    """Return the lower-case errno text Go prints (``no such file or directory``)."""
+    text = err.strerror or type(err).__name__
+    return text[:1].lower() + text[1:]

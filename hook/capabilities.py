@@ -1,0 +1,32 @@
+"""NVIDIA_DRIVER_CAPABILITIES: which driver capabilities a GPU container gets (section 10.1)."""
+
+from __future__ import annotations
+
+from hook import envvars
+from hook.devices import split_tokens
+from hook.errors import RequestError
+
+DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
+
+
+def resolve_capabilities(env: dict[str, str], supported: frozenset[str], *, legacy: bool) -> list[str]:
+    """Return the capabilities to pass, sorted; an unknown (or unsupported) name is refused.
+
+    Unset on a legacy image: everything supported. ``all``: everything supported. Unset or empty on a
+    modern image: compute and utility (as far as supported). A value with no items (``" ,"``): none.
+    """
+    name = envvars.NVIDIA_DRIVER_CAPABILITIES
+    raw = env.get(name)
+    if raw is None and legacy:
+        return sorted(supported)
+    if raw:
+        requested = set(split_tokens(raw))
+        if "all" in requested:
+            return sorted(supported)
+        if not requested <= supported:
+            raise RequestError(
+                f"unsupported capabilities found in '{','.join(sorted(requested))}' "
+                f"(allowed '{','.join(sorted(requested & supported))}')"
+            )
+        return sorted(requested)
+    return sorted(supported & DEFAULT_CAPABILITIES)

@@ -1,0 +1,309 @@
+"""config.toml: where it is, its defaults (in one function) and its validated, typed form.
+
+The file is NVIDIA's own ``config.toml``: every key the upstream hook reads keeps its meaning, default and
+type check; our settings live in tables upstream ignores (``[env-file]``). Unknown keys are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+from hook import envvars
+from hook.errors import ConfigError
+
+SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
+ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+MAX_ENV_FILE_BYTES = 16 * 1024 * 1024
+_PREFIX = "error getting hook config: failed to load config: "
+
+
+def default_settings(*, suse: bool = False) -> dict[str, Any]:
+    """Return every key we read with its default, shaped like the TOML file (the one source of defaults)."""
+    return {
+        "disable-require": False,
+        "swarm-resource": "",
+        "accept-nvidia-visible-devices-envvar-when-unprivileged": True,
+        "accept-nvidia-visible-devices-as-volume-mounts": False,
+        "supported-driver-capabilities": ",".join(ALL_CAPABILITIES),
+        "nvidia-container-cli": {
+            "root": "",
+            "path": "",
+            "environment": [],
+            "debug": "",
+            "ldcache": "",
+            "load-kmods": True,
+            "no-pivot": False,
+            "no-cgroups": False,
+            "user": "root:video" if suse else "",
+            "ldconfig": "@/sbin/ldconfig",
+        },
+        "nvidia-container-runtime": {
+            "mode": "auto",
+            "runtimes": ["runc", "crun"],
+            "modes": {"legacy": {"cuda-compat-mode": "ldconfig"}},
+        },
+        "nvidia-container-runtime-hook": {"skip-mode-detection": False},
+        "features": {
+            "allow-ldconfig-from-container": False,
+            "allow-cuda-compat-libs-from-container": False,
+            "disable-imex-channel-creation": False,
+            "ignore-imex-channel-requests": False,
+        },
+        "env-file": {
+            "variable": envvars.NVIDIA_ENV_FROM_FILE,
+            "directories": ["/run/nvidia-env"],
+            "max-bytes": 65536,
+            "on-missing": "error",
+            "require-pod-binding": False,
+        },
+    }
+
+
+class CliSettings(NamedTuple):
+    """The ``[nvidia-container-cli]`` table."""
+
+    root: str
+    path: str
+    environment: tuple[str, ...]
+    debug: str
+    ldcache: str
+    load_kmods: bool
+    no_pivot: bool
+    no_cgroups: bool
+    user: str
+    ldconfig: str
+
+
+class EnvFileSettings(NamedTuple):
+    """The ``[env-file]`` table (ours; upstream ignores it)."""
+
+    variable: str
+    directories: tuple[str, ...]
+    max_bytes: int
+    on_missing: str
+    require_pod_binding: bool
+
+
+class Settings(NamedTuple):
+    """The whole validated configuration the hook acts on."""
+
+    source: str | None
+    disable_require: bool
+    swarm_resource: tuple[str, ...]
+    accept_envvar_unprivileged: bool
+    accept_volume_mounts: bool
+    supported_capabilities: frozenset[str]
+    cli: CliSettings
+    mode: str
+    runtimes: tuple[str, ...]
+    cuda_compat_mode: str
+    skip_mode_detection: bool
+    allow_ldconfig_from_container: bool
+    allow_cuda_compat_libs_from_container: bool
+    disable_imex_channel_creation: bool
+    ignore_imex_channel_requests: bool
+    env_file: EnvFileSettings
+
+
+def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str]) -> tuple[str, bool]:
+    """Return the config path upstream would use and whether it is required to exist."""
+    if flag:
+        return flag, True
+    explicit = environ.get(envvars.NVIDIA_CTK_CONFIG_FILE_PATH, "")
+    if explicit:
+        return explicit, True
+    xdg = environ.get(envvars.XDG_CONFIG_HOME, "")
+    if xdg:
+        return os.path.join(xdg, "nvidia-container-runtime", "config.toml"), False
+    return SYSTEM_CONFIG, False
+
+
+def load_config_text(path: str, *, required: bool) -> str | None:
+    """Read the config file's text; ``None`` when an optional file does not exist."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(
+                f"{_PREFIX}couldn't open required configuration file {path}: file does not exist"
+            ) from None
+        return None
+    except OSError as err:
+        raise ConfigError(f"{_PREFIX}couldn't open configuration file {path}: {err.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
+
+
+def parse_config(text: str | None, *, source: str | None = None, suse: bool | None = None) -> Settings:
+    """Parse TOML text over the defaults and validate every known key; ``None`` means all defaults."""
+    where = source or "<config>"
+    if suse is None:
+        suse = _host_is_suse()
+    defaults = default_settings(suse=suse)
+    if text is None:
+        merged = defaults
+    else:
+        import tomllib
+
+        try:
+            document = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{_PREFIX}{where}: invalid TOML: {err}") from None
+        merged = _merge(defaults, document, where, "")
+    return build_settings(merged, source=source)
+
+
+def build_settings(merged: dict[str, Any], *, source: str | None) -> Settings:
+    """Turn a type-checked document (defaults filled in) into Settings, checking cross-key rules."""
+    where = source or "<config>"
+    cli = merged["nvidia-container-cli"]
+    runtime = merged["nvidia-container-runtime"]
+    features = merged["features"]
+    env_file = merged["env-file"]
+    settings = Settings(
+        source=source,
+        disable_require=merged["disable-require"],
+        swarm_resource=split_list(merged["swarm-resource"]),
+        accept_envvar_unprivileged=merged["accept-nvidia-visible-devices-envvar-when-unprivileged"],
+        accept_volume_mounts=merged["accept-nvidia-visible-devices-as-volume-mounts"],
+        supported_capabilities=parse_supported_capabilities(merged["supported-driver-capabilities"], where),
+        cli=CliSettings(
+            root=cli["root"],
+            path=cli["path"],
+            environment=tuple(cli["environment"]),
+            debug=cli["debug"],
+            ldcache=cli["ldcache"],
+            load_kmods=cli["load-kmods"],
+            no_pivot=cli["no-pivot"],
+            no_cgroups=cli["no-cgroups"],
+            user=cli["user"],
+            ldconfig=cli["ldconfig"],
+        ),
+        mode=runtime["mode"],
+        runtimes=tuple(runtime["runtimes"]),
+        cuda_compat_mode=runtime["modes"]["legacy"]["cuda-compat-mode"],
+        skip_mode_detection=merged["nvidia-container-runtime-hook"]["skip-mode-detection"],
+        allow_ldconfig_from_container=features["allow-ldconfig-from-container"],
+        allow_cuda_compat_libs_from_container=features["allow-cuda-compat-libs-from-container"],
+        disable_imex_channel_creation=features["disable-imex-channel-creation"],
+        ignore_imex_channel_requests=features["ignore-imex-channel-requests"],
+        env_file=EnvFileSettings(
+            variable=env_file["variable"],
+            directories=tuple(env_file["directories"]),
+            max_bytes=env_file["max-bytes"],
+            on_missing=env_file["on-missing"],
+            require_pod_binding=env_file["require-pod-binding"],
+        ),
+    )
+    _check_rules(settings, where)
+    return settings
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """Split a comma-separated setting, trimming items and dropping empty ones (upstream's rule)."""
+    items = (item.strip(envvars.GO_SPACE) for item in value.split(","))
+    return tuple(item for item in items if item)
+
+
+def parse_supported_capabilities(value: str, where: str) -> frozenset[str]:
+    """Parse ``supported-driver-capabilities``: ``all``, or a list of the seven known names."""
+    if value == "all":
+        return frozenset(ALL_CAPABILITIES)
+    items = split_list(value)
+    unknown = sorted(set(items) - set(ALL_CAPABILITIES))
+    if unknown:
+        raise ConfigError(
+            f"{_PREFIX}{where}: supported-driver-capabilities must list only "
+            f"{', '.join(ALL_CAPABILITIES)} or be 'all', got unknown {', '.join(repr(u) for u in unknown)}"
+        )
+    return frozenset(items)
+
+
+def _check_rules(settings: Settings, where: str) -> None:
+    """Apply the checks that span more than one key's type."""
+    ldconfig = settings.cli.ldconfig
+    if not ldconfig.startswith("@") and not settings.allow_ldconfig_from_container:
+        raise ConfigError(
+            f'{_PREFIX}{where}: nvidia-container-cli.ldconfig value "{ldconfig}" is not host-relative '
+            "(does not start with a '@')"
+        )
+    env_file = settings.env_file
+    if not is_env_name(env_file.variable):
+        raise ConfigError(f"{_PREFIX}{where}: env-file.variable must be an environment variable name")
+    for directory in env_file.directories:
+        if not os.path.isabs(directory):
+            raise ConfigError(
+                f"{_PREFIX}{where}: env-file.directories must hold absolute paths, got {directory!r}"
+            )
+    if env_file.on_missing not in ("error", "ignore"):
+        raise ConfigError(f"{_PREFIX}{where}: env-file.on-missing must be 'error' or 'ignore'")
+    if not 0 < env_file.max_bytes <= MAX_ENV_FILE_BYTES:
+        raise ConfigError(f"{_PREFIX}{where}: env-file.max-bytes must be between 1 and {MAX_ENV_FILE_BYTES}")
+
+
+def is_env_name(name: str) -> bool:
+    """Tell whether ``name`` matches ``[A-Za-z_][A-Za-z0-9_]*``."""
+    return bool(name) and not name[0].isdigit() and set(name) <= ENV_NAME_CHARS
+
+
+def _merge(defaults: dict[str, Any], document: dict[str, Any], where: str, prefix: str) -> dict[str, Any]:
+    """Overlay a parsed document on the defaults, checking the type of every key we know."""
+    merged: dict[str, Any] = {}
+    for key, default in defaults.items():
+        name = prefix + key
+        if key not in document:
+            merged[key] = default
+            continue
+        value = document[key]
+        if isinstance(default, dict):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{_PREFIX}{where}: {name} must be a table, got {_kind(value)}")
+            merged[key] = _merge(default, value, where, name + ".")
+        elif not _same_kind(default, value):
+            raise ConfigError(f"{_PREFIX}{where}: {name} must be {_kind(default)}, got {_kind(value)}")
+        else:
+            merged[key] = value
+    return merged
+
+
+def _same_kind(default: object, value: object) -> bool:
+    """Tell whether a TOML value has the type of the key's default (lists hold strings)."""
+    if isinstance(default, list):
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    return type(default) is type(value)
+
+
+def _kind(value: object) -> str:
+    """Name a TOML value's type the way a TOML user says it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array of strings"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"
+
+
+def _host_is_suse(os_release: str = "/etc/os-release") -> bool:
+    """Tell whether the host is SUSE-like (upstream then defaults ``user`` to root:video)."""
+    try:
+        with open(os_release, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        if line.startswith("ID_LIKE="):
+            value = line.partition("=")[2].strip().strip("\"'")
+            return "suse" in value.split() or "opensuse" in value.split()
+    return False

@@ -1,0 +1,327 @@
+"""NVIDIA_ENV_FROM_FILE: open the named file safely, parse it strictly, bind it to its pod, merge it.
+
+The path comes from the container (tenant input); the file's content comes from the node's device plugin.
+Every refusal is an EnvFileError whose one line names the path, the line number where there is one, and the
+rule that failed: never any content of the file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from hook import envvars
+from hook.config import is_env_name
+from hook.errors import EnvFileError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hook.config import EnvFileSettings
+
+REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
+REFUSED_NAMES = ("PATH",)
+RESERVED_PREFIX = "GPU_ENV_HOOK_"
+_WALK_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+_SHOWN_PATH_CHARS = 256
+
+
+class EnvFile:
+    """A parsed, accepted env file: the variables to merge and whether it is pinned to this pod."""
+
+    __slots__ = ("path", "pinned", "values")
+
+    def __init__(self, *, path: str, values: dict[str, str], pinned: bool) -> None:
+        self.path = path
+        self.values = values
+        self.pinned = pinned
+
+
+class EnvFileMissingError(EnvFileError):
+    """The named file (or a directory on its way) does not exist."""
+
+
+def show_path(path: str) -> str:
+    """Quote a tenant-chosen path for a one-line message (escaped, bounded)."""
+    shown = path if len(path) <= _SHOWN_PATH_CHARS else path[:_SHOWN_PATH_CHARS] + "..."
+    return repr(shown)
+
+
+def refuse(path: str, reason: str, *, line: int | None = None) -> EnvFileError:
+    """Build the one-line refusal for ``path``."""
+    where = f"env file {show_path(path)}" + (f" line {line}" if line is not None else "")
+    return EnvFileError(f"{where}: {reason}")
+
+
+# --- opening ---------------------------------------------------------------------------------------------
+
+
+def split_beneath(path: str, directories: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Return the configured directory that holds ``path`` and the components below it (pure)."""
+    if not path.startswith("/"):
+        raise refuse(path, "must be an absolute path")
+    parts = [part for part in path.split("/") if part]
+    if any(part in (".", "..") for part in parts):
+        raise refuse(path, "must not contain '.' or '..' components")
+    for directory in directories:
+        base = [part for part in os.path.normpath(directory).split("/") if part]
+        if len(parts) > len(base) and parts[: len(base)] == base:
+            return directory, parts[len(base) :]
+    raise refuse(path, f"is not inside the env-file directories ({', '.join(directories)})")
+
+
+def open_beneath(path: str, directories: tuple[str, ...]) -> int:
+    """Open ``path`` read-only below a configured directory, following no symlink at any component.
+
+    The configured directory itself is the administrator's and is opened as named; each component below it
+    is opened relative to its parent with O_NOFOLLOW, and the file itself is checked with lstat before the
+    open so that FIFOs, sockets and device nodes are never opened.
+    """
+    directory, components = split_beneath(path, directories)
+    try:
+        current = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
+    except OSError as err:
+        raise refuse(path, f"cannot open its directory: {_errno_text(err)}") from None
+    try:
+        for depth, name in enumerate(components[:-1], start=1):
+            following = _open_component(current, name, path, depth)
+            os.close(current)
+            current = following
+        return _open_leaf(current, components[-1], path)
+    finally:
+        os.close(current)
+
+
+def _open_component(parent: int, name: str, path: str, depth: int) -> int:
+    """Open one directory component below ``parent`` without following a symlink."""
+    try:
+        return os.open(name, _WALK_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
+    except OSError as err:
+        kind = _kind_at(parent, name)
+        if kind == "a symlink":
+            raise refuse(path, f"component {depth} below the env-file directory is a symlink") from None
+        if kind is not None and kind != "a directory":
+            raise refuse(path, f"component {depth} below the env-file directory is not a directory") from None
+        raise refuse(path, f"cannot open component {depth}: {_errno_text(err)}") from None
+
+
+def _open_leaf(parent: int, name: str, path: str) -> int:
+    """Open the file itself: it must be a regular file, and it is re-checked on the descriptor after."""
+    kind = _kind_at(parent, name)
+    if kind is None:
+        raise EnvFileMissingError(refuse(path, "does not exist").args[0])
+    if kind != "a regular file":
+        raise refuse(path, f"is {kind}, not a regular file")
+    try:
+        return os.open(name, _OPEN_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        raise EnvFileMissingError(refuse(path, "does not exist").args[0]) from None
+    except OSError as err:
+        raise refuse(path, f"cannot open: {_errno_text(err)}") from None
+
+
+def _kind_at(parent: int, name: str) -> str | None:
+    """Name the type of the entry ``name`` below ``parent`` (lstat); None if it does not exist."""
+    try:
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "unreadable"
+    return describe_mode(mode)
+
+
+def describe_mode(mode: int) -> str:
+    """Name a file type for a message."""
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "of an unknown type"
+
+
+def check_descriptor(fd: int, path: str) -> None:
+    """Check the opened file: regular, owned by root, not group/world-writable, exactly one hard link."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise refuse(path, f"is {describe_mode(info.st_mode)}, not a regular file")
+    if info.st_uid != 0:
+        raise refuse(path, f"must be owned by root (uid 0), is owned by uid {info.st_uid}")
+    if info.st_mode & 0o022:
+        raise refuse(path, f"must not be group- or world-writable (mode {stat.S_IMODE(info.st_mode):04o})")
+    if info.st_nlink != 1:
+        raise refuse(path, f"must have exactly one hard link, has {info.st_nlink}")
+
+
+def read_bounded(fd: int, limit: int, path: str) -> bytes:
+    """Read at most ``limit`` bytes; more is a refusal (st_size is never trusted)."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = os.read(fd, limit + 1 - total)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > limit:
+        raise refuse(path, f"is larger than the limit of {limit} bytes (env-file.max-bytes)")
+    return b"".join(chunks)
+
+
+def load_env_file_bytes(path: str, settings: EnvFileSettings) -> bytes:
+    """Open, check and read the env file named by the container."""
+    fd = open_beneath(path, settings.directories)
+    try:
+        check_descriptor(fd, path)
+        return read_bounded(fd, settings.max_bytes, path)
+    finally:
+        os.close(fd)
+
+
+# --- parsing ---------------------------------------------------------------------------------------------
+
+
+def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Parse dotenv bytes strictly; return ``(variables, reserved)``, or refuse the whole file.
+
+    No interpolation ever; comments, blank lines, quotes and ``export`` are fine. A parse error, a key
+    without ``=``, a bad, duplicate or refused key, a NUL byte or invalid UTF-8 refuse the file.
+    """
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise refuse(path, "contains a NUL byte", line=data.count(b"\n", 0, nul) + 1)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise refuse(path, "is not valid UTF-8", line=data.count(b"\n", 0, err.start) + 1) from None
+    text = text.removeprefix("\ufeff")
+
+    import io
+
+    from dotenv.parser import parse_stream
+
+    values: dict[str, str] = {}
+    reserved: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for binding in parse_stream(io.StringIO(text)):
+        line = binding.original.line
+        if binding.error:
+            raise refuse(path, "is not a valid dotenv line", line=line)
+        key = binding.key
+        if key is None:
+            continue
+        if binding.value is None:
+            raise refuse(path, "a key has no '=' (KEY=value expected)", line=line)
+        if not is_env_name(key):
+            raise refuse(path, "a key must match [A-Za-z_][A-Za-z0-9_]*", line=line)
+        if key in first_line:
+            raise refuse(path, f"duplicate key (first set on line {first_line[key]})", line=line)
+        first_line[key] = line
+        rule = refused_key_rule(key, variable)
+        if rule is not None:
+            raise refuse(path, f"a key matching {rule} may not be set from an env file", line=line)
+        if key in envvars.RESERVED_KEYS:
+            reserved[key] = binding.value
+        else:
+            values[key] = binding.value
+    return values, reserved
+
+
+def refused_key_rule(key: str, variable: str) -> str | None:
+    """Return the rule a key breaks (``LD_*``, ``PATH``, ...), or None if it may be set."""
+    if key == variable:
+        return variable
+    if key in REFUSED_NAMES:
+        return key
+    for prefix in REFUSED_PREFIXES:
+        if key.startswith(prefix):
+            return prefix + "*"
+    if key.startswith(RESERVED_PREFIX) and key not in envvars.RESERVED_KEYS:
+        return RESERVED_PREFIX + "* (reserved)"
+    return None
+
+
+# --- pod binding and merging -----------------------------------------------------------------------------
+
+
+def resolve_binding(
+    reserved: dict[str, str], annotations: dict[str, str], path: str, *, required: bool
+) -> bool:
+    """Check the file's pin against the container's pod annotations; return whether it is pinned."""
+    pod_uid = reserved.get(envvars.GPU_ENV_HOOK_POD_UID)
+    container = reserved.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME)
+    if pod_uid is None:
+        if container is not None:
+            raise refuse(path, f"{envvars.GPU_ENV_HOOK_CONTAINER_NAME} needs {envvars.GPU_ENV_HOOK_POD_UID}")
+        if required:
+            raise refuse(path, f"is not pinned to a pod ({envvars.GPU_ENV_HOOK_POD_UID} is required)")
+        return False
+    _match_annotation(pod_uid, annotations, envvars.POD_UID_ANNOTATIONS, path, "pod")
+    if container is not None:
+        _match_annotation(container, annotations, envvars.CONTAINER_NAME_ANNOTATIONS, path, "container")
+    return True
+
+
+def _match_annotation(
+    pinned: str, annotations: dict[str, str], keys: tuple[str, ...], path: str, what: str
+) -> None:
+    """Refuse unless the first annotation present among ``keys`` equals the pinned value."""
+    for key in keys:
+        if key in annotations:
+            if annotations[key] != pinned:
+                raise refuse(path, f"is pinned to another {what} (annotation {key} differs)")
+            return
+    raise refuse(
+        path, f"is pinned to a {what} but the container has no {what} annotation ({', '.join(keys)})"
+    )
+
+
+def merge_env(entries: list[str], values: dict[str, str]) -> list[str]:
+    """Return ``process.env`` with the file's values: a key in the file replaces the container's entry (at
+    its first position; later duplicates go), other keys are appended in file order."""
+    merged: list[str] = []
+    placed: set[str] = set()
+    for entry in entries:
+        name = entry.partition("=")[0]
+        if name in values:
+            if name not in placed:
+                merged.append(f"{name}={values[name]}")
+                placed.add(name)
+            continue
+        merged.append(entry)
+    merged += [f"{name}={value}" for name, value in values.items() if name not in placed]
+    return merged
+
+
+def resolve_env_file(
+    env: dict[str, str], annotations: dict[str, str], settings: EnvFileSettings
+) -> EnvFile | None:
+    """Load the env file the container names, or None when it names none (or it is missing and ignored)."""
+    path = env.get(settings.variable, "")
+    if not path:
+        return None
+    try:
+        data = load_env_file_bytes(path, settings)
+    except EnvFileMissingError:
+        if settings.on_missing == "ignore":
+            return None
+        raise
+    values, reserved = parse_env_file(data, path, variable=settings.variable)
+    pinned = resolve_binding(reserved, annotations, path, required=settings.require_pod_binding)
+    return EnvFile(path=path, values=values, pinned=pinned)
+
+
+def _errno_text(err: OSError) -> str:
+    """Return an OSError's text without the path it may carry."""
+    return err.strerror or type(err).__name__

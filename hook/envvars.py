@@ -1,0 +1,35 @@
+"""Every environment-variable name the hook reads or writes, in one place."""
+
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NVIDIA_DRIVER_CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
+NVIDIA_REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
+NVIDIA_REQUIRE_CUDA = "NVIDIA_REQUIRE_CUDA"
+NVIDIA_REQUIRE_JETPACK = "NVIDIA_REQUIRE_JETPACK"
+NVIDIA_DISABLE_REQUIRE = "NVIDIA_DISABLE_REQUIRE"
+NVIDIA_MIG_CONFIG_DEVICES = "NVIDIA_MIG_CONFIG_DEVICES"
+NVIDIA_MIG_MONITOR_DEVICES = "NVIDIA_MIG_MONITOR_DEVICES"
+NVIDIA_IMEX_CHANNELS = "NVIDIA_IMEX_CHANNELS"
+CUDA_VERSION = "CUDA_VERSION"
+
+# Where the hook looks for its config file (read from the hook's own environment, never the container's).
+NVIDIA_CTK_CONFIG_FILE_PATH = "NVIDIA_CTK_CONFIG_FILE_PATH"
+XDG_CONFIG_HOME = "XDG_CONFIG_HOME"
+
+# The env-file feature: the default name of the variable that names the file.
+NVIDIA_ENV_FROM_FILE = "NVIDIA_ENV_FROM_FILE"
+
+# Reserved keys of an env file that pin it to one pod / container; never merged into the environment.
+GPU_ENV_HOOK_POD_UID = "GPU_ENV_HOOK_POD_UID"
+GPU_ENV_HOOK_CONTAINER_NAME = "GPU_ENV_HOOK_CONTAINER_NAME"
+RESERVED_KEYS = (GPU_ENV_HOOK_POD_UID, GPU_ENV_HOOK_CONTAINER_NAME)
+
+# OCI annotations that name the pod and container, per CRI implementation.
+POD_UID_ANNOTATIONS = ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid")
+CONTAINER_NAME_ANNOTATIONS = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name")
+
+# Go's unicode.IsSpace set, so that "trimmed" means what it means upstream (strings.TrimSpace).
+GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)

@@ -1,0 +1,64 @@
+"""The runtime-mode check: the hook serves only the ``legacy`` mode (section 12)."""
+
+from __future__ import annotations
+
+import os
+
+from hook import log
+from hook.cdi import is_qualified_name
+from hook.errors import RequestError
+
+DIRECT_INVOCATION_MESSAGE = (
+    "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) is not "
+    "supported. Please use the NVIDIA Container Runtime (e.g. specify the --runtime=nvidia flag) instead"
+)
+
+
+def resolve_mode(configured: str, devices: list[str], *, platform: str | None = None) -> tuple[str, str]:
+    """Return the mode and the line upstream logs about it: ``cdi`` when every device is a CDI name."""
+    if configured != "auto":
+        return configured, f"Using requested mode '{configured}'"
+    if devices and all(is_qualified_name(device) for device in devices):
+        mode = "cdi"
+    else:
+        mode = platform if platform is not None else detect_platform_mode()
+    return mode, f"Auto-detected mode as '{mode}'"
+
+
+def check_mode(configured: str, devices: list[str], *, skip: bool) -> None:
+    """Refuse unless the resolved mode is ``legacy``; log the mode line on success, as upstream does."""
+    if skip:
+        return
+    mode, line = resolve_mode(configured, devices)
+    if mode != "legacy":
+        raise RequestError(DIRECT_INVOCATION_MESSAGE)
+    log.info(line)
+
+
+def detect_platform_mode() -> str:
+    """Return ``csv`` on a Tegra system without NVML, else ``legacy`` (WSL and NVML hosts are legacy)."""
+    if not _has_tegra_files():
+        return "legacy"
+    return "legacy" if _can_load("libnvidia-ml.so.1") else "csv"
+
+
+def _has_tegra_files() -> bool:
+    """Tell whether the Tegra release file or a Tegra SoC family is present."""
+    if os.path.exists("/etc/nv_tegra_release"):
+        return True
+    try:
+        with open("/sys/devices/soc0/family", encoding="utf-8", errors="replace") as fh:
+            return fh.read().strip().lower().startswith("tegra")
+    except OSError:
+        return False
+
+
+def _can_load(library: str) -> bool:
+    """Tell whether the dynamic loader can open a library (only asked on Tegra hosts)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(library)
+    except OSError:
+        return False
+    return True

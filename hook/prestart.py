@@ -1,0 +1,162 @@
+"""The prestart stage as one short pipeline: state -> config.json -> env file -> GPU request -> cli.
+
+Upstream loads config.toml before anything else. Parsing TOML costs about as much as starting the
+interpreter, so here it is parsed only when the container could be a GPU container under *some*
+configuration (see ``may_request_gpu``); a missing required config file is still refused first.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hook import envvars
+from hook.bundle import (
+    check_spec,
+    load_spec,
+    parse_env,
+    process_env,
+    root_path,
+    set_process_env,
+    spec_annotations,
+    spec_mounts,
+    write_spec,
+)
+from hook.config import find_config_path, load_config_text
+from hook.devices import DEVICE_LIST_ROOT
+from hook.privilege import resolve_privileged
+from hook.state import load_state
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
+    from hook.bundle import Spec
+    from hook.config import Settings
+    from hook.envfile import EnvFile
+    from hook.request import GpuRequest
+    from hook.state import State
+
+# Words that, outside a comment line, may change which variables select GPUs: then the file is parsed.
+_CONFIG_MARKERS = ("swarm-resource", "variable", "\\")
+
+
+class Options:
+    """What the command line asked of a stage."""
+
+    __slots__ = ("config", "debug", "env_only")
+
+    def __init__(self, *, config: str | None = None, debug: bool = False, env_only: bool = False) -> None:
+        self.config = config
+        self.debug = debug
+        self.env_only = env_only
+
+
+class Resolution:
+    """Everything the hook decided for one container (what ``resolve`` prints, what prestart acts on)."""
+
+    __slots__ = ("entries", "env_file", "request", "settings", "spec", "state")
+
+    def __init__(
+        self,
+        *,
+        state: State,
+        spec: Spec,
+        settings: Settings | None,
+        env_file: EnvFile | None,
+        entries: list[str],
+        request: GpuRequest | None,
+    ) -> None:
+        self.state = state
+        self.spec = spec
+        self.settings = settings
+        self.env_file = env_file
+        self.entries = entries
+        self.request = request
+
+    @property
+    def env_changed(self) -> bool:
+        """Tell whether the env file changed ``process.env``."""
+        return self.env_file is not None and self.entries != process_env(self.spec.document)
+
+
+def may_request_gpu(env: dict[str, str], mounts: list[tuple[str, str]], config_text: str | None) -> bool:
+    """Tell whether any configuration could make this a GPU container (False: exit 0 without parsing TOML).
+
+    Without a config line that mentions swarm-resource or an env-file variable (or a TOML escape), only
+    NVIDIA_VISIBLE_DEVICES, a legacy CUDA_VERSION, NVIDIA_ENV_FROM_FILE or a device-list mount can.
+    """
+    if config_text is not None:
+        for line in config_text.splitlines():
+            if not line.lstrip().startswith("#") and any(marker in line for marker in _CONFIG_MARKERS):
+                return True
+    if envvars.NVIDIA_VISIBLE_DEVICES in env or env.get(envvars.CUDA_VERSION):
+        return True
+    if env.get(envvars.NVIDIA_ENV_FROM_FILE):
+        return True
+    device_list_dir = DEVICE_LIST_ROOT.rsplit("/", 1)[1]
+    return any(device_list_dir in destination for _, destination in mounts)
+
+
+def resolve_container(
+    options: Options, stdin: BinaryIO, environ: dict[str, str] | os._Environ[str]
+) -> Resolution:
+    """Run every decision of the prestart stage, with no side effect but reading files."""
+    config_path, required = find_config_path(options.config, environ)
+    config_text = load_config_text(config_path, required=required)
+    state = load_state(stdin)
+    spec = load_spec(state.bundle)
+    check_spec(spec.document)
+    entries = process_env(spec.document)
+    env = parse_env(entries)
+    privileged = resolve_privileged(spec.document)
+    mounts = spec_mounts(spec.document)
+    if not may_request_gpu(env, mounts, config_text):
+        return Resolution(state=state, spec=spec, settings=None, env_file=None, entries=entries, request=None)
+
+    from hook.config import parse_config
+    from hook.envfile import merge_env, resolve_env_file
+    from hook.request import resolve_request
+
+    settings = parse_config(config_text, source=config_path if config_text is not None else None)
+    annotations = {**spec_annotations(spec.document), **state.annotations}
+    env_file = resolve_env_file(env, annotations, settings.env_file)
+    trusted: frozenset[str] = frozenset()
+    if env_file is not None:
+        entries = merge_env(entries, env_file.values)
+        env = parse_env(entries)
+        if env_file.pinned:
+            trusted = frozenset(env_file.values)
+    request = resolve_request(env, mounts, settings, privileged=privileged, trusted=trusted)
+    return Resolution(
+        state=state, spec=spec, settings=settings, env_file=env_file, entries=entries, request=request
+    )
+
+
+def run_prestart(options: Options, stdin: BinaryIO, environ: os._Environ[str], cwd: str) -> int:
+    """The prestart (createRuntime) stage: resolve, then exec nvidia-container-cli; 0 for a non-GPU one."""
+    resolution = resolve_container(options, stdin, environ)
+    request, settings = resolution.request, resolution.settings
+    if request is None or settings is None or options.env_only:
+        _write_merged_env(resolution)
+        return 0
+
+    from hook.mode import check_mode
+    from hook.nvcli import build_argv, build_cli_env, exec_cli, locate_cli, resolve_rootfs
+
+    check_mode(settings.mode, request.devices, skip=settings.skip_mode_detection)
+    rootfs = resolve_rootfs(root_path(resolution.spec.document), cwd)
+    cli_environ = dict(environ)
+    cli_path = locate_cli(settings.cli, cli_environ)
+    argv = build_argv(
+        request, settings, cli_path=cli_path, rootfs=rootfs, pid=resolution.state.pid, debug=options.debug
+    )
+    _write_merged_env(resolution)
+    exec_cli(argv, build_cli_env(cli_environ, settings.cli.environment))
+    return 0  # pragma: no cover - exec_cli returns only by raising
+
+
+def _write_merged_env(resolution: Resolution) -> None:
+    """Write the merged ``process.env`` back to config.json, only when the env file changed it."""
+    if resolution.env_changed:
+        spec = resolution.spec
+        write_spec(spec.path, set_process_env(spec.document, resolution.entries))

@@ -1,0 +1,56 @@
+"""The OCI state a runtime writes on a hook's stdin: which bundle, which pid, which annotations."""
+
+from __future__ import annotations
+
+import json
+
+from hook.errors import StateError, decode_error_reason, json_kind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
+MAX_STATE_BYTES = 4 * 1024 * 1024
+
+
+class State:
+    """The parts of the OCI state the hook uses."""
+
+    __slots__ = ("annotations", "bundle", "pid")
+
+    def __init__(self, *, bundle: str, pid: int, annotations: dict[str, str]) -> None:
+        self.bundle = bundle
+        self.pid = pid
+        self.annotations = annotations
+
+
+def parse_state(data: bytes) -> State:
+    """Decode one JSON state document; ``bundle`` falls back to the pre-1.0 ``bundlePath``."""
+    try:
+        document, _ = json.JSONDecoder().raw_decode(data.decode("utf-8").lstrip())
+    except (UnicodeDecodeError, ValueError) as err:
+        raise StateError(f"could not decode container state: {decode_error_reason(err)}") from None
+    if not isinstance(document, dict):
+        raise StateError("could not decode container state: the state must be a JSON object")
+    pid = document.get("pid", 0)
+    if pid is None:
+        pid = 0
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise StateError(f"could not decode container state: pid must be an integer, got {json_kind(pid)}")
+    bundle = document.get("bundle") or document.get("bundlePath") or ""
+    if not isinstance(bundle, str):
+        raise StateError(
+            f"could not decode container state: bundle must be a string, got {json_kind(bundle)}"
+        )
+    annotations = document.get("annotations") or {}
+    if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
+        raise StateError("could not decode container state: annotations must map strings to strings")
+    return State(bundle=bundle, pid=pid, annotations=annotations)
+
+
+def load_state(stream: BinaryIO) -> State:
+    """Read the state from a binary stream (the hook's stdin), at most MAX_STATE_BYTES."""
+    data = stream.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise StateError(f"could not decode container state: larger than {MAX_STATE_BYTES} bytes")
+    return parse_state(data)
