@@ -24,5 +24,5 @@ CRIO_DROPIN_NAME = "99-gpu-env-hook.conf"
 # The runtime handler name engines know the shim by.
 RUNTIME_HANDLER = "gpu-env"
 
-# A fixed PATH for everything we start (the caller's PATH is never trusted; podman calls some commands with none).
+# A fixed PATH for everything we start: the caller's PATH is never trusted (podman may give none).
 FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
