@@ -160,7 +160,7 @@ def check_descriptor(fd: int, path: str) -> None:
         raise refuse(path, f"must be owned by root (uid 0), is owned by uid {info.st_uid}")
     if info.st_mode & 0o022:
         raise refuse(path, f"must not be group- or world-writable (mode {stat.S_IMODE(info.st_mode):04o})")
-    if info.st_nlink != 1:
+    if info.st_nlink > 1:  # 0: replaced by an atomic writer after our open; what we read is still whole
         raise refuse(path, f"must have exactly one hard link, has {info.st_nlink}")
 
 
