@@ -145,10 +145,13 @@ def write_spec(path: str, document: dict[str, object]) -> None:
     write_atomic(path, dump_spec(document))
 
 
-def write_atomic(path: str, data: bytes, *, mode: int | None = None) -> None:
+def write_atomic(
+    path: str, data: bytes, *, mode: int | None = None, owner: tuple[int, int] | None = None
+) -> None:
     """Write ``data`` to ``path`` so a reader sees the old or the new file, never a mix.
 
-    The mode is kept from the file replaced (or ``mode``, else 0o644); the temp file goes on failure.
+    The mode is kept from the file replaced (or ``mode``, else 0o644); ``owner`` is a (uid, gid) to give
+    the file before it appears; the temp file goes on failure.
     """
     directory = os.path.dirname(path) or "."
     if mode is None:
@@ -160,6 +163,8 @@ def write_atomic(path: str, data: bytes, *, mode: int | None = None) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         try:
+            if owner is not None:
+                os.fchown(fd, *owner)
             os.fchmod(fd, mode)
             view = memoryview(data)
             while view:

@@ -141,18 +141,31 @@ def run_prestart(options: Options, stdin: BinaryIO, environ: os._Environ[str], c
         return 0
 
     from hook.mode import check_mode
-    from hook.nvcli import build_argv, build_cli_env, exec_cli, locate_cli, resolve_rootfs
+    from hook.nvcli import exec_cli
 
     check_mode(settings.mode, request.devices, skip=settings.skip_mode_detection)
+    argv, cli_env = build_cli_invocation(resolution, options, environ, cwd)
+    _write_merged_env(resolution)
+    exec_cli(argv, cli_env)
+    return 0  # pragma: no cover - exec_cli returns only by raising
+
+
+def build_cli_invocation(
+    resolution: Resolution, options: Options, environ: dict[str, str] | os._Environ[str], cwd: str
+) -> tuple[list[str], dict[str, str]]:
+    """Return the cli's argv and environment for a GPU container (shared by prestart and ``resolve``)."""
+    from hook.nvcli import build_argv, build_cli_env, locate_cli, resolve_rootfs
+
+    request, settings = resolution.request, resolution.settings
+    assert request is not None  # noqa: S101 - callers pass a GPU container
+    assert settings is not None  # noqa: S101 - ditto
     rootfs = resolve_rootfs(root_path(resolution.spec.document), cwd)
     cli_environ = dict(environ)
     cli_path = locate_cli(settings.cli, cli_environ)
     argv = build_argv(
         request, settings, cli_path=cli_path, rootfs=rootfs, pid=resolution.state.pid, debug=options.debug
     )
-    _write_merged_env(resolution)
-    exec_cli(argv, build_cli_env(cli_environ, settings.cli.environment))
-    return 0  # pragma: no cover - exec_cli returns only by raising
+    return argv, build_cli_env(cli_environ, settings.cli.environment)
 
 
 def _write_merged_env(resolution: Resolution) -> None:
