@@ -1,0 +1,270 @@
+"""The producer side of env files: the path scheme, the writer and the checker a device plugin uses.
+
+A device plugin learns the device ids of a container twice: in ``Allocate`` (where it sets
+``NVIDIA_ENV_FROM_FILE`` to :func:`env_file_path` of the ids) and in ``PreStartContainer`` (where it
+writes that same path with :func:`write_env_file`). The path depends only on the *set* of ids, so both
+calls agree whatever order kubelet gives them in. :func:`check_env_file` runs every check the hook
+runs and says which passed.
+
+Also importable as ``hook.envfile.write_env_file`` / ``env_file_path`` / ``check_env_file``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from hook import envvars
+from hook.config import EnvFileSettings, default_settings, is_env_name
+from hook.envfile import (
+    load_env_file_bytes,
+    parse_env_file,
+    refuse,
+    refused_key_rule,
+    resolve_binding,
+    split_beneath,
+)
+from hook.errors import EnvFileError, UsageError
+
+HASH_HEX_CHARS = 16
+SUFFIX = ".env"
+ROOT_OWNER = (0, 0)
+FILE_MODE = 0o644
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f"}
+_HEADER = "# Written by gpu-env-hook env-file write; read by the gpu-env-hook prestart hook.\n"
+
+
+def default_env_file_settings() -> EnvFileSettings:
+    """Return the ``[env-file]`` settings of a node with no config.toml."""
+    table = default_settings()["env-file"]
+    return EnvFileSettings(
+        variable=table["variable"],
+        directories=tuple(table["directories"]),
+        max_bytes=table["max-bytes"],
+        on_missing=table["on-missing"],
+        require_pod_binding=table["require-pod-binding"],
+    )
+
+
+# --- the path scheme -------------------------------------------------------------------------------------
+
+
+def env_file_name(device_ids: Iterable[str]) -> str:
+    """Return ``<hash>.env``: the first 16 hex digits of sha256 over the sorted, distinct ids joined by
+    newlines (UTF-8). The same set of ids gives the same name in any order, with any repetition."""
+    ids = sorted(set(device_ids))
+    if not ids:
+        raise UsageError("env-file path: at least one device id is required")
+    for device_id in ids:
+        if not device_id or "\n" in device_id or "\0" in device_id:
+            raise UsageError("env-file path: a device id must be non-empty, without newline or NUL")
+    digest = hashlib.sha256("\n".join(ids).encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:HASH_HEX_CHARS] + SUFFIX
+
+
+def env_file_path(device_ids: Iterable[str], directory: str | None = None) -> str:
+    """Return the env file's path for ``device_ids`` under ``directory`` (default: the first configured
+    ``[env-file] directories`` entry of a default node, ``/run/nvidia-env``)."""
+    if directory is None:
+        directory = default_env_file_settings().directories[0]
+    return os.path.join(directory, env_file_name(device_ids))
+
+
+# --- the writer ------------------------------------------------------------------------------------------
+
+
+def quote_value(value: str) -> str:
+    """Quote a value so that python-dotenv's parser gives it back exactly (double quotes, escapes)."""
+    return '"' + "".join(_ESCAPES.get(char, char) for char in value) + '"'
+
+
+def build_env_file(
+    values: Mapping[str, str],
+    *,
+    pod_uid: str | None = None,
+    container: str | None = None,
+    settings: EnvFileSettings | None = None,
+    path: str = "<env file>",
+) -> bytes:
+    """Build the file's bytes, refusing what the hook would refuse (keys, NUL, size, a pin without a pod)."""
+    settings = settings or default_env_file_settings()
+    if container is not None and pod_uid is None:
+        raise refuse(path, f"{envvars.GPU_ENV_HOOK_CONTAINER_NAME} needs {envvars.GPU_ENV_HOOK_POD_UID}")
+    lines = [_HEADER]
+    pins = ((envvars.GPU_ENV_HOOK_POD_UID, pod_uid), (envvars.GPU_ENV_HOOK_CONTAINER_NAME, container))
+    lines += [_line(key, value, path) for key, value in pins if value is not None]
+    for key, value in values.items():
+        if not is_env_name(key):
+            raise refuse(path, f"key {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
+        if key in envvars.RESERVED_KEYS:
+            raise refuse(path, f"key {key} is reserved: give it with the pod uid / container name options")
+        rule = refused_key_rule(key, settings.variable)
+        if rule is not None:
+            raise refuse(path, f"key {key} matches {rule} and may not be set from an env file")
+        lines.append(_line(key, value, path))
+    data = "".join(lines).encode("utf-8")
+    if len(data) > settings.max_bytes:
+        raise refuse(
+            path, f"would be {len(data)} bytes, over the limit of {settings.max_bytes} (env-file.max-bytes)"
+        )
+    return data
+
+
+def _line(key: str, value: str, path: str) -> str:
+    """Return one ``KEY="value"`` line, refusing values the hook cannot read back."""
+    if "\0" in value:
+        raise refuse(path, f"the value of {key} contains a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise refuse(path, f"the value of {key} is not encodable as UTF-8") from None
+    return f"{key}={quote_value(value)}\n"
+
+
+def write_env_file(
+    path: str,
+    values: Mapping[str, str],
+    *,
+    pod_uid: str | None = None,
+    container: str | None = None,
+    settings: EnvFileSettings | None = None,
+    owner: tuple[int, int] | None = ROOT_OWNER,
+) -> None:
+    """Write the env file atomically (temp file beside it, fsync, rename, fsync the directory), owned by
+    root, mode 0644, after checking it lies inside the configured directories: the hook never sees a
+    partial file."""
+    from hook.bundle import write_atomic
+
+    settings = settings or default_env_file_settings()
+    split_beneath(path, settings.directories)
+    data = build_env_file(values, pod_uid=pod_uid, container=container, settings=settings, path=path)
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        raise refuse(path, "its directory does not exist (create it root-owned, mode 0755)")
+    try:
+        write_atomic(path, data, mode=FILE_MODE, owner=owner)
+    except OSError as err:
+        raise refuse(path, f"cannot write: {err.strerror or type(err).__name__}") from None
+
+
+# --- the checker -----------------------------------------------------------------------------------------
+
+
+class CheckStep(NamedTuple):
+    """One check the hook makes, as the checker reports it."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+class EnvFileReport(NamedTuple):
+    """What :func:`check_env_file` found: each step in the hook's order, and the variables on success."""
+
+    path: str
+    steps: list[CheckStep]
+    values: dict[str, str]
+    pinned_pod_uid: str | None
+    pinned_container: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Tell whether the hook would accept the file."""
+        return all(step.ok for step in self.steps)
+
+
+def check_env_file(
+    path: str,
+    settings: EnvFileSettings | None = None,
+    *,
+    pod_uid: str | None = None,
+    container: str | None = None,
+) -> EnvFileReport:
+    """Run the hook's checks on ``path`` in its order, stopping at the first failure.
+
+    ``pod_uid`` / ``container`` stand for the container's pod annotations: given, the pin is checked
+    against them as the hook would; not given, only ``require-pod-binding`` is checked.
+    """
+    settings = settings or default_env_file_settings()
+    steps: list[CheckStep] = []
+    values: dict[str, str] = {}
+    reserved: dict[str, str] = {}
+
+    def report() -> EnvFileReport:
+        return EnvFileReport(
+            path=path,
+            steps=steps,
+            values=values,
+            pinned_pod_uid=reserved.get(envvars.GPU_ENV_HOOK_POD_UID),
+            pinned_container=reserved.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME),
+        )
+
+    try:
+        directory, _ = split_beneath(path, settings.directories)
+    except EnvFileError as err:
+        steps.append(CheckStep("location", ok=False, detail=str(err)))
+        return report()
+    steps.append(CheckStep("location", ok=True, detail=f"inside {directory}, no '.' or '..'"))
+    try:
+        data = load_env_file_bytes(path, settings)
+    except EnvFileError as err:
+        steps.append(CheckStep("file", ok=False, detail=str(err)))
+        return report()
+    info = os.stat(path, follow_symlinks=False)
+    steps.append(
+        CheckStep(
+            "file",
+            ok=True,
+            detail=(
+                f"regular file, no symlink on the way, uid {info.st_uid}, "
+                f"mode {stat.S_IMODE(info.st_mode):04o}, {info.st_nlink} link, "
+                f"{len(data)} bytes (limit {settings.max_bytes})"
+            ),
+        )
+    )
+    try:
+        parsed, reserved_found = parse_env_file(data, path, variable=settings.variable)
+    except EnvFileError as err:
+        steps.append(CheckStep("content", ok=False, detail=str(err)))
+        return report()
+    values.update(parsed)
+    reserved.update(reserved_found)
+    names = ", ".join(values) or "none"
+    steps.append(CheckStep("content", ok=True, detail=f"{len(values)} variable(s): {names}"))
+    steps.append(_binding_step(reserved, path, settings, pod_uid=pod_uid, container=container))
+    return report()
+
+
+def _binding_step(
+    reserved: dict[str, str],
+    path: str,
+    settings: EnvFileSettings,
+    *,
+    pod_uid: str | None,
+    container: str | None,
+) -> CheckStep:
+    """Check the pod pin as the hook would, against the given pod uid / container name when there are."""
+    pin = reserved.get(envvars.GPU_ENV_HOOK_POD_UID)
+    pinned_container = reserved.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME)
+    annotations: dict[str, str] = {}
+    if pod_uid is not None:
+        annotations[envvars.POD_UID_ANNOTATIONS[0]] = pod_uid
+    if container is not None:
+        annotations[envvars.CONTAINER_NAME_ANNOTATIONS[0]] = container
+    if pin is not None and pod_uid is None:
+        # Without the container's annotations only the pin's shape can be checked.
+        annotations = {envvars.POD_UID_ANNOTATIONS[0]: pin}
+        if pinned_container is not None:
+            annotations[envvars.CONTAINER_NAME_ANNOTATIONS[0]] = pinned_container
+    try:
+        pinned = resolve_binding(reserved, annotations, path, required=settings.require_pod_binding)
+    except EnvFileError as err:
+        return CheckStep("binding", ok=False, detail=str(err))
+    if not pinned:
+        return CheckStep("binding", ok=True, detail="not pinned to a pod (require-pod-binding is off)")
+    what = f"pinned to pod {pin}" + (f", container {pinned_container}" if pinned_container else "")
+    checked = " (matches)" if pod_uid is not None else " (give --pod-uid to check it against a pod)"
+    return CheckStep("binding", ok=True, detail=what + checked)
