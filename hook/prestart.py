@@ -23,6 +23,7 @@ from hook.bundle import (
 )
 from hook.config import find_config_path, load_config_text
 from hook.devices import DEVICE_LIST_ROOT
+from hook.errors import RequestError
 from hook.privilege import resolve_privileged
 from hook.state import load_state
 
@@ -79,16 +80,24 @@ class Resolution:
         return self.env_file is not None and self.entries != process_env(self.spec.document)
 
 
+def config_may_select(config_text: str | None) -> bool:
+    """Tell whether config.toml could change which variables name GPUs or the env file (then parse it)."""
+    if config_text is None:
+        return False
+    return any(
+        not line.lstrip().startswith("#") and any(marker in line for marker in _CONFIG_MARKERS)
+        for line in config_text.splitlines()
+    )
+
+
 def may_request_gpu(env: dict[str, str], mounts: list[tuple[str, str]], config_text: str | None) -> bool:
     """Tell whether any configuration could make this a GPU container (False: exit 0 without parsing TOML).
 
     Without a config line that mentions swarm-resource or an env-file variable (or a TOML escape), only
     NVIDIA_VISIBLE_DEVICES, a legacy CUDA_VERSION, NVIDIA_ENV_FROM_FILE or a device-list mount can.
     """
-    if config_text is not None:
-        for line in config_text.splitlines():
-            if not line.lstrip().startswith("#") and any(marker in line for marker in _CONFIG_MARKERS):
-                return True
+    if config_may_select(config_text):
+        return True
     if envvars.NVIDIA_VISIBLE_DEVICES in env or env.get(envvars.CUDA_VERSION):
         return True
     if env.get(envvars.NVIDIA_ENV_FROM_FILE):
@@ -114,7 +123,7 @@ def resolve_container(
         return Resolution(state=state, spec=spec, settings=None, env_file=None, entries=entries, request=None)
 
     from hook.config import parse_config
-    from hook.envfile import merge_env, resolve_env_file
+    from hook.envfile import merge_env, resolve_env_file, show_path
     from hook.request import resolve_request
 
     settings = parse_config(config_text, source=config_path if config_text is not None else None)
@@ -126,7 +135,12 @@ def resolve_container(
         env = parse_env(entries)
         if env_file.pinned:
             trusted = frozenset(env_file.values)
-    request = resolve_request(env, mounts, settings, privileged=privileged, trusted=trusted)
+    try:
+        request = resolve_request(env, mounts, settings, privileged=privileged, trusted=trusted)
+    except RequestError as err:
+        if env_file is not None and err.variable in env_file.values:
+            raise RequestError(f"env file {show_path(env_file.path)}: {err.redacted}") from None
+        raise
     return Resolution(
         state=state, spec=spec, settings=settings, env_file=env_file, entries=entries, request=request
     )
