@@ -26,7 +26,9 @@ def resolve_capabilities(env: dict[str, str], supported: frozenset[str], *, lega
         if not requested <= supported:
             raise RequestError(
                 f"unsupported capabilities found in '{','.join(sorted(requested))}' "
-                f"(allowed '{','.join(sorted(requested & supported))}')"
+                f"(allowed '{','.join(sorted(requested & supported))}')",
+                variable=name,
+                redacted=f"{name} names capabilities outside supported-driver-capabilities",
             )
         return sorted(requested)
     return sorted(supported & DEFAULT_CAPABILITIES)

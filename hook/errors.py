@@ -26,7 +26,16 @@ class SpecError(HookError):
 
 
 class RequestError(HookError):
-    """The container's GPU request breaks a rule (capabilities, MIG, requirements, runtime mode)."""
+    """The container's GPU request breaks a rule (capabilities, MIG, requirements, runtime mode).
+
+    ``variable`` names the variable whose value broke the rule and ``redacted`` says what is wrong without
+    quoting that value, for when the value came from an env file (whose content is never shown).
+    """
+
+    def __init__(self, message: str, *, variable: str | None = None, redacted: str | None = None) -> None:
+        super().__init__(message)
+        self.variable = variable
+        self.redacted = redacted or message
 
 
 class EnvFileError(HookError):

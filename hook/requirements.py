@@ -43,7 +43,9 @@ def resolve_requirements(env: dict[str, str], *, legacy: bool) -> list[str]:
             major_minor = parse_major_minor(version)
         except ValueError as err:
             raise RequestError(
-                f"failed to get requirements failed to get version: invalid CUDA version {version}: {err}"
+                f"failed to get requirements failed to get version: invalid CUDA version {version}: {err}",
+                variable=envvars.CUDA_VERSION,
+                redacted=f"{envvars.CUDA_VERSION} is not a valid version: {err}",
             ) from None
         requirements.append(f"cuda>={major_minor}")
     return requirements
