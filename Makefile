@@ -4,9 +4,9 @@ VENV_STAMP := .venv/.installed
 
 .PHONY: demo test lint typecheck unit integration bench clean
 
-$(VENV_STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install -q -e '.[dev]'
+# The machine's packages (runc, busybox-static, podman) and .venv: the same install step CI runs.
+$(VENV_STAMP): pyproject.toml .ci/run
+	bash .ci/run --install-only
 	touch $@
 
 ## demo: start a real busybox container with runc, our hook injected, and show what it did
