@@ -289,7 +289,7 @@ def _kind(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     if isinstance(value, list):
-        return "an array of strings"
+        return "an array of strings" if all(isinstance(item, str) for item in value) else "an array"
     if isinstance(value, dict):
         return "a table"
     return f"a {type(value).__name__}"

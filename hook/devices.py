@@ -90,7 +90,10 @@ def mount_devices(requests: list[str]) -> list[str]:
             if len(parts) == 3:
                 devices.append(f"{parts[0]}/{parts[1]}={parts[2]}")
             else:
-                log.warning(f"Ignoring invalid mount request for CDI device {rest}")
+                log.warning(
+                    f"Ignoring invalid mount request for CDI device {request}: "
+                    f"invalid mount CDI device request: {request}"
+                )
             continue
         devices.append(request)
     return devices
@@ -132,9 +135,11 @@ def resolve_devices(
         return []
     if privileged or accept_envvar_unprivileged or (sources and set(sources) <= trusted):
         return devices
+    # Upstream names the variables it read: a legacy image's implicit "all" counts as NVIDIA_VISIBLE_DEVICES.
+    names = [envvars.NVIDIA_VISIBLE_DEVICES] if sources == [envvars.CUDA_VERSION] else sources
     log.warning(
         "Ignoring devices requested by environment variable(s) in unprivileged container: "
-        f"[{' '.join(sources)}]"
+        f"[{' '.join(names)}]"
     )
     return []
 
