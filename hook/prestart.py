@@ -80,12 +80,13 @@ class Resolution:
         return self.env_file is not None and self.entries != process_env(self.spec.document)
 
 
-def config_may_select(config_text: str | None) -> bool:
-    """Tell whether config.toml could change which variables name GPUs or the env file (then parse it)."""
+def config_may_select(config_text: str | None, markers: tuple[str, ...] = _CONFIG_MARKERS) -> bool:
+    """Tell whether config.toml could change which variables name GPUs or the env file (then parse it):
+    whether a line that is not a comment mentions one of ``markers``."""
     if config_text is None:
         return False
     return any(
-        not line.lstrip().startswith("#") and any(marker in line for marker in _CONFIG_MARKERS)
+        not line.lstrip().startswith("#") and any(marker in line for marker in markers)
         for line in config_text.splitlines()
     )
 

@@ -1,0 +1,66 @@
+"""podman's precreate stage: the proposed config.json on stdin, the same with the env file merged on stdout.
+
+podman runs precreate hooks (oci-hooks.d, ``"stages": ["precreate"]``) before it hands the spec to the
+runtime, so the variables reach the container process, which a prestart hook cannot do. Nothing but
+``process.env`` changes; a spec that names no env file goes back byte for byte. A refusal raises (the entry
+point prints the one line and exits non-zero) before anything is written, so podman gets no config.
+"""
+
+from __future__ import annotations
+
+from hook.bundle import (
+    MAX_SPEC_BYTES,
+    check_spec,
+    dump_spec,
+    parse_spec,
+    process_env,
+    set_process_env,
+    spec_annotations,
+)
+from hook.config import find_config_path, load_config_text
+from hook.errors import SpecError
+from hook.specenv import merge_spec_env, spec_may_matter
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
+    from typing import BinaryIO
+
+    from hook.prestart import Options
+
+
+def resolve_precreate(raw: bytes, config_text: str | None, *, source: str | None) -> bytes:
+    """Return the config to give podman: ``raw`` itself unless the env file changes ``process.env``."""
+    if not spec_may_matter(raw, config_text, gpu=False):
+        return raw
+    document = parse_spec(raw)
+    check_spec(document)
+
+    from hook.config import parse_config
+
+    settings = parse_config(config_text, source=source)
+    env_file, entries = merge_spec_env(document, spec_annotations(document), settings.env_file)
+    if env_file is None or entries == process_env(document):
+        return raw
+    return dump_spec(set_process_env(document, entries))
+
+
+def load_proposed_spec(stdin: BinaryIO) -> bytes:
+    """Read the proposed config.json from stdin, refusing more than ``MAX_SPEC_BYTES``."""
+    raw = stdin.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"could not decode OCI spec: stdin holds more than {MAX_SPEC_BYTES} bytes")
+    return raw
+
+
+def run_precreate(
+    options: Options, stdin: BinaryIO, stdout: BinaryIO, environ: dict[str, str] | os._Environ[str]
+) -> int:
+    """The precreate stage: read the spec, decide, and only then write the result to stdout."""
+    config_path, required = find_config_path(options.config, environ)
+    config_text = load_config_text(config_path, required=required)
+    raw = load_proposed_spec(stdin)
+    result = resolve_precreate(raw, config_text, source=config_path if config_text is not None else None)
+    stdout.write(result)
+    stdout.flush()
+    return 0

@@ -1,0 +1,340 @@
+"""gpu-env-runtime: an OCI runtime shim that merges the env file into config.json, then execs the runtime.
+
+Engines call it with a runc command line. On ``create`` and ``run`` it loads the bundle's config.json,
+merges the env file the container names (the hook's own checks, ``hook.specenv``) into ``process.env``
+and, when the merged environment asks for GPUs and no hook of ours or NVIDIA's is there, adds our prestart
+hook. Then, as for every other command, it ``execv``s the real runtime with the argv it was given: no
+subprocess, every inherited file descriptor and the environment kept. Config.json is read only on
+``create``/``run``, decoded only when its bytes could matter, and config.toml is parsed only when needed.
+
+A refusal is one line on stderr (and in runc's ``--log`` file, in its ``--log-format``), exit status 1,
+config.json untouched and the real runtime never run. ``main`` is the only place that reports errors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hook.config import find_config_path, load_config_text
+from hook.errors import ExecError, HookError, SpecError
+from hook.paths import FIXED_PATH
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+PROG = "gpu-env-runtime"
+# Commands whose bundle the shim edits before the runtime reads it.
+CREATE_COMMANDS = ("create", "run")
+# Global flags (runc's and crun's) that take a value, as ``--flag value`` or ``--flag=value``; any other
+# flag before the command is a boolean (``--debug``, ``--systemd-cgroup``, ``--help``, ``--version``).
+GLOBAL_VALUE_FLAGS = frozenset(
+    {"root", "log", "log-format", "criu", "rootless", "cgroup-manager", "log-level"}
+)
+# Flags of create/run that take a value (urfave/cli also accepts them after the container id).
+COMMAND_VALUE_FLAGS = frozenset({"bundle", "b", "console-socket", "pid-file", "preserve-fds"})
+# Executables that already are a GPU hook: NVIDIA's two names and ours.
+GPU_HOOK_NAMES = ("nvidia-container-runtime-hook", "nvidia-container-toolkit", "gpu-env-hook")
+# config.toml words without which ``[nvidia-container-runtime] runtimes`` keeps its default.
+_RUNTIMES_MARKERS = ("runtimes", "\\")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
+class Invocation:
+    """What the shim needs from a runtime command line: the command, the bundle and where to log."""
+
+    __slots__ = ("bundle", "command", "log_json", "log_path")
+
+    def __init__(self, *, command: str | None, bundle: str, log_path: str | None, log_json: bool) -> None:
+        self.command = command
+        self.bundle = bundle
+        self.log_path = log_path
+        self.log_json = log_json
+
+
+def parse_runtime_args(argv: list[str]) -> Invocation:
+    """Parse a runc command line: global flags (a flag's value is never the command), the command, and for
+    ``create``/``run`` the bundle (``--bundle``/``-b``, ``=`` or a space, the last one wins, else ``.``)."""
+    options: dict[str, str] = {}
+    index = 0
+    command: str | None = None
+    while index < len(argv):
+        arg = argv[index]
+        index += 1
+        if arg == "--":
+            command = argv[index] if index < len(argv) else None
+            index += 1
+            break
+        if len(arg) < 2 or not arg.startswith("-"):
+            command = arg
+            break
+        name, has_value, value = arg.lstrip("-").partition("=")
+        if name in GLOBAL_VALUE_FLAGS and not has_value and index < len(argv):
+            value, index = argv[index], index + 1
+        options[name] = value
+    bundle = "."
+    if command in CREATE_COMMANDS:
+        bundle = _find_bundle(argv[index:]) or "."
+    log_path = options.get("log") or None
+    return Invocation(
+        command=command, bundle=bundle, log_path=log_path, log_json=options.get("log-format") == "json"
+    )
+
+
+def _find_bundle(args: list[str]) -> str | None:
+    """Return the last ``--bundle``/``-b`` value among a command's arguments (flags may follow the id)."""
+    bundle = None
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if arg == "--":
+            break
+        if len(arg) < 2 or not arg.startswith("-"):
+            continue
+        name, has_value, value = arg.lstrip("-").partition("=")
+        if name in COMMAND_VALUE_FLAGS and not has_value and index < len(args):
+            value, index = args[index], index + 1
+        if name in ("bundle", "b"):
+            bundle = value
+    return bundle
+
+
+# --- the real runtime ------------------------------------------------------------------------------------
+
+
+def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...]:
+    """Return ``[nvidia-container-runtime] runtimes``; TOML is parsed only when the file mentions the key."""
+    from hook.prestart import config_may_select
+
+    if not config_may_select(config_text, _RUNTIMES_MARKERS):
+        from hook.config import default_settings
+
+        return tuple(default_settings()["nvidia-container-runtime"]["runtimes"])
+    from hook.config import parse_config
+
+    return parse_config(config_text, source=source).runtimes
+
+
+def resolve_runtime(runtimes: tuple[str, ...], search_path: str = FIXED_PATH) -> str:
+    """Return the first runtime that is an executable file: an absolute path as is, a name on ``search_path``
+    (never the caller's PATH: podman calls ``delete`` with none)."""
+    for name in runtimes:
+        if os.path.isabs(name):
+            candidates = [name]
+        elif name and "/" not in name:
+            candidates = [os.path.join(directory, name) for directory in search_path.split(":") if directory]
+        else:
+            continue
+        for candidate in candidates:
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+    raise ExecError(
+        f"no runtime found: none of [nvidia-container-runtime] runtimes ({', '.join(runtimes) or 'empty'}) "
+        f"is an absolute path or a name on {search_path} of an executable file"
+    )
+
+
+def exec_runtime(path: str, args: list[str]) -> NoReturn:
+    """Replace this process with the runtime: ``path`` as argv[0], ``args`` untouched, fds and env kept."""
+    sys.stderr.flush()
+    try:
+        os.execv(path, [path, *args])
+    except OSError as err:
+        raise ExecError(f"cannot execute the runtime {path}: {err.strerror}") from None
+
+
+# --- the bundle ------------------------------------------------------------------------------------------
+
+
+def load_spec_bytes(path: str) -> bytes | None:
+    """Return config.json's bytes, or None when it cannot be opened (the runtime then says why, as runc)."""
+    from hook.bundle import MAX_SPEC_BYTES
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"could not decode OCI spec: {path} is larger than {MAX_SPEC_BYTES} bytes")
+    return raw
+
+
+def is_gpu_hook(entry: object) -> bool:
+    """Tell whether a hook entry runs NVIDIA's hook or ours (by executable name, or ``-m hook``)."""
+    if not isinstance(entry, dict):
+        return False
+    path = entry.get("path")
+    if isinstance(path, str) and os.path.basename(path) in GPU_HOOK_NAMES:
+        return True
+    args = entry.get("args")
+    if not isinstance(args, list):
+        return False
+    return any(args[i] == "-m" and args[i + 1] == "hook" for i in range(len(args) - 1))
+
+
+def has_gpu_hook(document: dict[str, object]) -> bool:
+    """Tell whether a prestart or createRuntime hook already is a GPU hook."""
+    hooks = document.get("hooks")
+    if not isinstance(hooks, dict):
+        return False
+    return any(
+        is_gpu_hook(entry)
+        for stage in ("prestart", "createRuntime")
+        if isinstance(hooks.get(stage), list)
+        for entry in hooks[stage]
+    )
+
+
+def build_hook_entry(
+    executable: str, config_path: str | None, environ: dict[str, str] | os._Environ[str]
+) -> dict[str, object]:
+    """Build our prestart hook: isolated Python, a fixed PATH, and the config file the shim used.
+
+    Without a config file, the hook is told the shim's ``XDG_CONFIG_HOME`` so both look in the same place.
+    """
+    args = [executable, "-I", "-m", "hook"]
+    if config_path is not None:
+        args += ["-config", os.path.abspath(config_path)]
+    args.append("prestart")
+    env = [f"PATH={FIXED_PATH}"]
+    xdg = environ.get("XDG_CONFIG_HOME", "")
+    if config_path is None and xdg:
+        env.append(f"XDG_CONFIG_HOME={xdg}")
+    return {"path": executable, "args": args, "env": env}
+
+
+def add_prestart_hook(document: dict[str, object], hook: dict[str, object]) -> dict[str, object]:
+    """Return a copy of the spec with ``hook`` appended to ``hooks.prestart``."""
+    hooks = document.get("hooks") or {}
+    if not isinstance(hooks, dict):
+        raise SpecError("could not decode OCI spec: hooks must be an object")
+    prestart = hooks.get("prestart") or []
+    if not isinstance(prestart, list):
+        raise SpecError("could not decode OCI spec: hooks.prestart must be an array")
+    return {**document, "hooks": {**hooks, "prestart": [*prestart, hook]}}
+
+
+def resolve_spec(
+    document: dict[str, object], config_text: str | None, *, source: str | None, hook: dict[str, object]
+) -> dict[str, object] | None:
+    """Decide the edited spec for a checked config.json, or None when it stays as it is (pure but for
+    reading the env file)."""
+    from hook.bundle import parse_env, process_env, set_process_env, spec_annotations, spec_mounts
+    from hook.prestart import may_request_gpu
+
+    entries = process_env(document)
+    mounts = spec_mounts(document)
+    if not may_request_gpu(parse_env(entries), mounts, config_text):
+        return None
+
+    from hook.config import parse_config
+    from hook.devices import resolve_devices
+    from hook.privilege import resolve_privileged
+    from hook.specenv import merge_spec_env
+
+    settings = parse_config(config_text, source=source)
+    env_file, merged = merge_spec_env(document, spec_annotations(document), settings.env_file)
+    trusted = frozenset(env_file.values) if env_file is not None and env_file.pinned else frozenset()
+    devices = resolve_devices(
+        parse_env(merged),
+        mounts,
+        swarm_resource=settings.swarm_resource,
+        accept_volume_mounts=settings.accept_volume_mounts,
+        accept_envvar_unprivileged=settings.accept_envvar_unprivileged,
+        privileged=resolve_privileged(document),
+        trusted=trusted,
+    )
+    edited = document if merged == entries else set_process_env(document, merged)
+    if devices and not has_gpu_hook(document):
+        edited = add_prestart_hook(edited, hook)
+    return None if edited is document else edited
+
+
+def write_bundle(
+    bundle: str, config_text: str | None, source: str | None, environ: dict[str, str] | os._Environ[str]
+) -> None:
+    """Edit ``<bundle>/config.json`` in place (atomically), only when the decision changes it."""
+    from hook.bundle import spec_path
+    from hook.specenv import spec_may_matter
+
+    path = spec_path(bundle)
+    raw = load_spec_bytes(path)
+    if raw is None or not spec_may_matter(raw, config_text, gpu=True):
+        return
+    from hook.bundle import check_spec, parse_spec, write_spec
+
+    document = parse_spec(raw)
+    check_spec(document)
+    hook = build_hook_entry(sys.executable, source, environ)
+    edited = resolve_spec(document, config_text, source=source, hook=hook)
+    if edited is not None:
+        write_spec(path, edited)
+
+
+# --- entry point -----------------------------------------------------------------------------------------
+
+
+def run_shim(argv: list[str], invocation: Invocation, environ: dict[str, str] | os._Environ[str]) -> NoReturn:
+    """Find the real runtime, edit the bundle on create/run, exec the runtime with ``argv``."""
+    config_path, required = find_config_path(None, environ)
+    config_text = load_config_text(config_path, required=required)
+    source = config_path if config_text is not None else None
+    runtime = resolve_runtime(load_runtimes(config_text, source))
+    if invocation.command in CREATE_COMMANDS:
+        write_bundle(invocation.bundle, config_text, source, environ)
+    exec_runtime(runtime, argv)
+
+
+def format_log_line(message: str, *, json_format: bool, stamp: str, level: str = "error") -> str:
+    """Format a line as runc's logrus does: JSON ``{"level","msg","time"}`` or ``time=… level=… msg=…``."""
+    if json_format:
+        import json
+
+        return json.dumps({"level": level, "msg": message, "time": stamp}) + "\n"
+    escaped = message.replace("\\", "\\\\").replace('"', '\\"')
+    return f'time="{stamp}" level={level} msg="{escaped}"\n'
+
+
+def report(invocation: Invocation | None, message: str) -> None:
+    """Write the one error line to stderr and, when runc's ``--log`` names a file, append it there."""
+    line = f"{PROG}: {message}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    if invocation is None or invocation.log_path is None:
+        return
+    import time
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    data = format_log_line(line, json_format=invocation.log_json, stamp=stamp).encode()
+    try:
+        fd = os.open(invocation.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the shim; it returns only on an error (1, or the error's own status), having reported it."""
+    args = sys.argv[1:] if argv is None else argv
+    invocation = None
+    try:
+        invocation = parse_runtime_args(args)
+        run_shim(args, invocation, os.environ)
+    except HookError as err:
+        report(invocation, str(err))
+        return err.exit_code
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a bare traceback
+        report(invocation, f"internal error: {type(err).__name__}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
