@@ -1,0 +1,598 @@
+"""Commands for people: resolve, validate, env-file, config, doctor (install/uninstall: hook.install).
+
+Imported only when ``__main__`` sees one of these command words, so typer and jsonschema never load on a stage
+path. Every command prints a one-line error on stderr and exits 1 on failure, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from hook import envvars
+from hook.errors import HookError, UsageError
+
+PROG = "gpu-env-hook"
+RESOLVE_VERSION = 1
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+# One line per config.toml key for `config default` (keys without a line get none).
+KEY_HELP = {
+    "disable-require": "ignore every NVIDIA_REQUIRE_* constraint (as if NVIDIA_DISABLE_REQUIRE=true)",
+    "swarm-resource": "variables (comma-separated) that select GPUs before NVIDIA_VISIBLE_DEVICES",
+    "accept-nvidia-visible-devices-envvar-when-unprivileged": "honour NVIDIA_VISIBLE_DEVICES in unprivileged "
+    "containers",
+    "accept-nvidia-visible-devices-as-volume-mounts": "select GPUs with /dev/null mounts under "
+    "/var/run/nvidia-container-devices",
+    "supported-driver-capabilities": "capabilities a container may ask for: 'all' or a comma-separated list",
+    "nvidia-container-cli": "how the hook calls nvidia-container-cli",
+    "nvidia-container-cli.root": "driver root passed as --root (empty: /)",
+    "nvidia-container-cli.path": "the cli's path (empty: search PATH and the standard directories)",
+    "nvidia-container-cli.environment": "KEY=VALUE entries added to the cli's environment",
+    "nvidia-container-cli.debug": "file for the cli's debug log (--debug)",
+    "nvidia-container-cli.ldcache": "ld.so.cache path passed as --ldcache",
+    "nvidia-container-cli.load-kmods": "pass --load-kmods",
+    "nvidia-container-cli.no-pivot": "pass --no-pivot",
+    "nvidia-container-cli.no-cgroups": "pass --no-cgroups",
+    "nvidia-container-cli.user": "pass --user (the default is root:video on SUSE hosts)",
+    "nvidia-container-cli.ldconfig": "ldconfig to run: '@' marks a host path",
+    "nvidia-container-runtime": "the runtime's settings (the shim reads runtimes; the hook reads mode)",
+    "nvidia-container-runtime.mode": "auto, legacy, csv, cdi: the hook serves only legacy",
+    "nvidia-container-runtime.runtimes": "real runtimes the shim execs, first found wins",
+    "nvidia-container-runtime.modes.legacy.cuda-compat-mode": "ldconfig, mount, disabled or hook",
+    "nvidia-container-runtime-hook.skip-mode-detection": "do not refuse non-legacy modes",
+    "features": "feature gates shared with the NVIDIA toolkit",
+    "env-file": "NVIDIA_ENV_FROM_FILE (gpu-env-hook only; upstream ignores this table)",
+    "env-file.variable": "the container variable that names the env file",
+    "env-file.directories": "absolute directories the env file must lie in (no symlink below them)",
+    "env-file.max-bytes": "largest env file accepted",
+    "env-file.on-missing": "'error' refuses a missing file, 'ignore' acts as if the variable were unset",
+    "env-file.require-pod-binding": "refuse files without GPU_ENV_HOOK_POD_UID",
+}
+
+
+def run_cli(args: list[str], *, config: str | None) -> int:
+    """Run one human command (``args[0]`` is the command word); return its exit status, never raise."""
+    app = build_app(config=config)
+    try:
+        result = app(args, prog_name=PROG, standalone_mode=False)
+    except typer.TyperException as err:
+        exit_code = int(getattr(err, "exit_code", 1))
+        sys.stderr.write(f"{PROG}: {' '.join(err.format_message().split())}\n")
+        return exit_code
+    except typer.Abort:
+        sys.stderr.write(f"{PROG}: aborted\n")
+        return 1
+    except HookError as err:
+        sys.stderr.write(f"{PROG}: {err}\n")
+        return err.exit_code
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+        sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
+        return 1
+    return result if isinstance(result, int) else 0
+
+
+def guarded(command: _F) -> _F:
+    """Turn a HookError raised by a command into its one line on stderr and its exit status."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except HookError as err:
+            typer.echo(f"{PROG}: {err}", err=True)
+            raise typer.Exit(err.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def build_app(*, config: str | None = None) -> typer.Typer:
+    """Build the typer app; ``config`` is the ``-config`` flag given before the command word."""
+    app = typer.Typer(
+        name=PROG,
+        help="Commands for people; the engine runs the stage commands (prestart, precreate).",
+        add_completion=False,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+    )
+    _add_resolve(app, config)
+    app.add_typer(_validate_app(), name="validate")
+    app.add_typer(_env_file_app(config), name="env-file")
+    app.add_typer(_config_app(), name="config")
+    _add_doctor(app, config)
+    try:
+        from hook.install import register
+    except ImportError:  # pragma: no cover - the install module arrives with its own issue
+        pass
+    else:
+        register(app)
+    return app
+
+
+def _sub_app(help_text: str) -> typer.Typer:
+    """Build a command group with the app's conventions."""
+    return typer.Typer(
+        help=help_text, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False
+    )
+
+
+def _colour(text: str, colour: str) -> str:
+    """Colour text only when stdout is a terminal."""
+    return typer.style(text, fg=colour) if sys.stdout.isatty() else text
+
+
+def mark(ok: bool | None) -> str:
+    """Return the check mark for a result: ✓, ✗ or - (skipped)."""
+    if ok is None:
+        return "-"
+    return _colour("✓", "green") if ok else _colour("✗", "red")
+
+
+def columns(rows: list[tuple[str, ...]], indent: str = "") -> str:
+    """Align rows of cells in columns (the last cell is not padded)."""
+    if not rows:
+        return ""
+    widths = [max(len(row[i]) for row in rows if len(row) > i) for i in range(max(map(len, rows)))]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append(indent + "  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def load_settings(config: str | None, environ: dict[str, str] | os._Environ[str]) -> Any:
+    """Load and parse config.toml the way the hook finds it."""
+    from hook.config import find_config_path, load_config_text, parse_config
+
+    path, required = find_config_path(config, environ)
+    text = load_config_text(path, required=required)
+    return parse_config(text, source=path if text is not None else None)
+
+
+# --- resolve ---------------------------------------------------------------------------------------------
+
+
+def _add_resolve(app: typer.Typer, config: str | None) -> None:
+    """Add ``resolve``."""
+
+    @app.command("resolve")
+    @guarded
+    def resolve(
+        bundle: Annotated[
+            str,
+            typer.Option(
+                "--bundle",
+                metavar="DIR",
+                help="bundle directory (the hook runs with it as working directory)",
+            ),
+        ],
+        state: Annotated[
+            str | None,
+            typer.Option("--state", metavar="FILE", help="OCI state JSON file (default: {bundle, pid 0})"),
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="print a stable, versioned JSON document")
+        ] = False,
+        debug: Annotated[bool, typer.Option("--debug", help="as the hook's -debug flag")] = False,
+        env_only: Annotated[bool, typer.Option("--env-only", help="as the hook's -env-only flag")] = False,
+    ) -> None:
+        """Show what the prestart hook would do for a bundle, without running or writing anything."""
+        if not os.path.isdir(bundle):
+            raise UsageError(f"resolve: --bundle {bundle!r} is not a directory")
+        bundle_dir = os.path.abspath(bundle)
+        if state is None:
+            stdin = json.dumps({"bundle": bundle_dir, "pid": 0}).encode()
+        else:
+            try:
+                with open(state, "rb") as fh:
+                    stdin = fh.read()
+            except OSError as err:
+                raise UsageError(f"resolve: cannot read --state {state}: {err.strerror}") from None
+        document = build_resolve_document(
+            bundle_dir, stdin, config=config, debug=debug, env_only=env_only, environ=os.environ
+        )
+        if as_json:
+            typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        else:
+            typer.echo(format_resolve_document(document), nl=False)
+        if document["outcome"] == "refused":
+            if not as_json:
+                typer.echo(f"{PROG}: {document['error']}", err=True)
+            raise typer.Exit(1)
+
+
+def build_resolve_document(
+    bundle_dir: str,
+    stdin: bytes,
+    *,
+    config: str | None,
+    debug: bool,
+    env_only: bool,
+    environ: dict[str, str] | os._Environ[str],
+) -> dict[str, Any]:
+    """Run the hook's own decisions on a bundle and describe them (version 1 of the resolve document)."""
+    from hook.config import find_config_path
+    from hook.prestart import Options, build_cli_invocation, resolve_container
+
+    config_path, _ = find_config_path(config, environ)
+    document: dict[str, Any] = {
+        "version": RESOLVE_VERSION,
+        "bundle": bundle_dir,
+        "config": {"path": config_path, "found": os.path.isfile(config_path)},
+        "outcome": "refused",
+        "error": None,
+        "state": None,
+        "env_file": None,
+        "variables": [],
+        "env_changed": False,
+        "request": None,
+        "mode": None,
+        "cli": None,
+    }
+    options = Options(config=config, debug=debug, env_only=env_only)
+    try:
+        resolution = resolve_container(options, io.BytesIO(stdin), environ)
+    except HookError as err:
+        document["error"] = str(err)
+        return document
+    state, settings, request, env_file = (
+        resolution.state,
+        resolution.settings,
+        resolution.request,
+        resolution.env_file,
+    )
+    document["state"] = {"bundle": state.bundle, "pid": state.pid, "annotations": state.annotations}
+    document["variables"] = describe_variables(resolution)
+    document["env_changed"] = resolution.env_changed
+    if env_file is not None:
+        document["env_file"] = {
+            "path": env_file.path,
+            "pinned": env_file.pinned,
+            "variables": list(env_file.values),
+        }
+    if request is None or settings is None:
+        document["outcome"] = "not-gpu"
+        return document
+    document["request"] = request._asdict()
+    if env_only:
+        document["outcome"] = "env-only"
+        return document
+
+    from hook.mode import DIRECT_INVOCATION_MESSAGE, resolve_mode
+
+    resolved, _ = resolve_mode(settings.mode, request.devices)
+    document["mode"] = {
+        "configured": settings.mode,
+        "resolved": resolved,
+        "skip_detection": settings.skip_mode_detection,
+    }
+    if not settings.skip_mode_detection and resolved != "legacy":
+        document["error"] = DIRECT_INVOCATION_MESSAGE
+        return document
+    try:
+        argv, cli_env = build_cli_invocation(resolution, options, environ, bundle_dir)
+    except HookError as err:
+        document["error"] = str(err)
+        return document
+    added = {name: value for name, value in cli_env.items() if environ.get(name) != value}
+    document["cli"] = {"argv": argv, "env_added": added}
+    document["outcome"] = "gpu"
+    return document
+
+
+def describe_variables(resolution: Any) -> list[dict[str, Any]]:
+    """List the variables that steer the hook, with their final value and where it came from."""
+    from hook.bundle import parse_env, process_env
+
+    image = parse_env(process_env(resolution.spec.document))
+    final = parse_env(resolution.entries)
+    from_file = resolution.env_file.values if resolution.env_file is not None else {}
+    settings = resolution.settings
+    extra = set(from_file)
+    if settings is not None:
+        extra |= set(settings.swarm_resource) | {settings.env_file.variable}
+    names = {
+        name
+        for name in (*image, *final)
+        if name.startswith("NVIDIA_") or name == envvars.CUDA_VERSION or name in extra
+    }
+    rows = []
+    for name in sorted(names):
+        source = "env-file" if name in from_file else "image"
+        rows.append(
+            {"name": name, "value": final.get(name), "source": source, "image_value": image.get(name)}
+        )
+    if settings is not None and settings.disable_require:
+        rows = [row for row in rows if row["name"] != envvars.NVIDIA_DISABLE_REQUIRE]
+        rows.append(
+            {
+                "name": envvars.NVIDIA_DISABLE_REQUIRE,
+                "value": "true",
+                "source": "config",
+                "image_value": image.get(envvars.NVIDIA_DISABLE_REQUIRE),
+            }
+        )
+    return rows
+
+
+_OUTCOMES = {
+    "refused": "refused: the hook exits 1 and the container does not start",
+    "not-gpu": "not a GPU container: the hook exits 0 and calls nothing",
+    "env-only": "-env-only: the hook rewrites config.json (if needed) and exits 0",
+    "gpu": "GPU container: the hook execs nvidia-container-cli",
+}
+
+
+def format_resolve_document(document: dict[str, Any]) -> str:
+    """Render the resolve document for a person: aligned sections, the command line last."""
+    config = document["config"]
+    rows: list[tuple[str, ...]] = [
+        ("bundle", document["bundle"]),
+        ("config", config["path"] + ("" if config["found"] else " (not found: defaults)")),
+        ("outcome", _OUTCOMES[document["outcome"]]),
+    ]
+    if document["error"]:
+        rows.append(("error", document["error"]))
+    env_file = document["env_file"]
+    if env_file is not None:
+        pinned = "pinned to this pod" if env_file["pinned"] else "not pinned"
+        rows.append(("env file", f"{env_file['path']} ({pinned}, {len(env_file['variables'])} variables)"))
+    if document["state"] is not None:
+        rows.append(("config.json", "process.env rewritten" if document["env_changed"] else "unchanged"))
+    out = columns(rows)
+    if document["variables"]:
+        table: list[tuple[str, ...]] = [("VARIABLE", "VALUE", "FROM")]
+        for row in document["variables"]:
+            source = row["source"]
+            if source == "env-file" and row["image_value"] is not None:
+                source += f" (image had {row['image_value']!r})"
+            table.append((row["name"], "" if row["value"] is None else row["value"], source))
+        out += "\n" + columns(table)
+    request = document["request"]
+    if request is not None:
+        rows = [
+            ("devices", ",".join(request["devices"])),
+            ("capabilities", ",".join(request["capabilities"]) or "-"),
+            ("requirements", " ".join(request["requirements"]) or "-"),
+        ]
+        for key, label in (("mig_config", "MIG config"), ("mig_monitor", "MIG monitor")):
+            if request[key]:
+                rows.append((label, request[key]))
+        if request["imex_channels"]:
+            rows.append(("IMEX channels", ",".join(request["imex_channels"])))
+        if document["mode"] is not None:
+            mode = document["mode"]
+            rows.append(("mode", f"{mode['resolved']} (configured {mode['configured']})"))
+        out += "\n" + columns(rows)
+    cli = document["cli"]
+    if cli is not None:
+        out += "\nnvidia-container-cli command line:\n  " + shlex.join(cli["argv"]) + "\n"
+        if cli["env_added"]:
+            out += "with environment:\n" + "".join(
+                f"  {name}={value}\n" for name, value in sorted(cli["env_added"].items())
+            )
+    return out
+
+
+# --- validate --------------------------------------------------------------------------------------------
+
+
+def _validate_app() -> typer.Typer:
+    """Build ``validate`` and its four document kinds."""
+    app = _sub_app("Check a document against the JSON schema shipped in the package; print every problem.")
+
+    def run(path: str, kind: str) -> None:
+        from hook.schema import validate_file
+
+        problems = validate_file(path, kind)
+        for problem in problems:
+            typer.echo(f"{mark(False)} {path}: {problem}")
+        if problems:
+            raise typer.Exit(1)
+        typer.echo(f"{mark(True)} {path}: valid {kind}")
+
+    @app.command("config")
+    @guarded
+    def config(
+        path: Annotated[
+            str, typer.Argument(metavar="BUNDLE_OR_FILE", help="bundle directory or config.json")
+        ],
+    ) -> None:
+        """The parts of an OCI config.json the hook reads or writes."""
+        run(path, "config")
+
+    @app.command("state")
+    @guarded
+    def state(path: Annotated[str, typer.Argument(metavar="FILE")]) -> None:
+        """An OCI state document (what a runtime gives a hook on stdin)."""
+        run(path, "state")
+
+    @app.command("hooks-json")
+    @guarded
+    def hooks_json(path: Annotated[str, typer.Argument(metavar="FILE")]) -> None:
+        """An oci-hooks.d hook definition, schema 1.0.0."""
+        run(path, "hooks-json")
+
+    @app.command("config-toml")
+    @guarded
+    def config_toml(path: Annotated[str, typer.Argument(metavar="FILE")]) -> None:
+        """config.toml: upstream's keys and ours, with their types and value rules."""
+        run(path, "config-toml")
+
+    return app
+
+
+# --- env-file --------------------------------------------------------------------------------------------
+
+
+def _env_file_app(config: str | None) -> typer.Typer:
+    """Build ``env-file``: the producer's write, path and check."""
+    app = _sub_app("Write, name and check env files (for device plugins).")
+
+    @app.command("write")
+    @guarded
+    def write(
+        path: Annotated[str, typer.Argument(help="absolute path inside an [env-file] directory")],
+        assignments: Annotated[list[str], typer.Argument(metavar="KEY=VALUE...", help="variables to write")],
+        pod_uid: Annotated[
+            str | None, typer.Option("--pod-uid", metavar="UID", help="pin the file to this pod UID")
+        ] = None,
+        container: Annotated[
+            str | None,
+            typer.Option("--container", metavar="NAME", help="pin the file to this container name too"),
+        ] = None,
+    ) -> None:
+        """Write an env file atomically, root-owned, mode 0644, refusing what the hook would refuse."""
+        from hook.producer import write_env_file
+
+        values: dict[str, str] = {}
+        for assignment in assignments:
+            key, sep, value = assignment.partition("=")
+            if not sep:
+                raise UsageError(f"env-file write: {assignment!r} is not KEY=VALUE")
+            if key in values:
+                raise UsageError(f"env-file write: {key} is given twice")
+            values[key] = value
+        settings = load_settings(config, os.environ)
+        write_env_file(path, values, pod_uid=pod_uid, container=container, settings=settings.env_file)
+        typer.echo(path)
+
+    @app.command("path")
+    @guarded
+    def path(
+        device_ids: Annotated[list[str], typer.Argument(metavar="DEVICE_ID...", help="the ids kubelet gave")],
+        directory: Annotated[
+            str | None,
+            typer.Option(
+                "--directory", help="directory (default: the first configured [env-file] directory)"
+            ),
+        ] = None,
+    ) -> None:
+        """Print the env file's path for a set of device ids (the same in any order)."""
+        from hook.producer import env_file_path
+
+        if directory is None:
+            directory = load_settings(config, os.environ).env_file.directories[0]
+        typer.echo(env_file_path(device_ids, directory))
+
+    @app.command("check")
+    @guarded
+    def check(
+        path: Annotated[str, typer.Argument(help="the env file")],
+        pod_uid: Annotated[
+            str | None, typer.Option("--pod-uid", metavar="UID", help="check the pin against this pod UID")
+        ] = None,
+        container: Annotated[
+            str | None,
+            typer.Option("--container", metavar="NAME", help="check the pin against this container name"),
+        ] = None,
+    ) -> None:
+        """Run every check the hook runs on an env file and report each one."""
+        from hook.producer import check_env_file
+
+        settings = load_settings(config, os.environ)
+        report = check_env_file(path, settings.env_file, pod_uid=pod_uid, container=container)
+        typer.echo(columns([(mark(step.ok), step.name, step.detail) for step in report.steps]), nl=False)
+        if not report.ok:
+            raise typer.Exit(1)
+
+    return app
+
+
+# --- config ----------------------------------------------------------------------------------------------
+
+
+def _config_app() -> typer.Typer:
+    """Build ``config``."""
+    app = _sub_app("config.toml helpers.")
+
+    @app.command("default")
+    @guarded
+    def default() -> None:
+        """Print a commented config.toml with every key and its default."""
+        typer.echo(build_default_config_toml(), nl=False)
+
+    @app.callback()
+    def callback() -> None:
+        """config.toml helpers."""
+
+    return app
+
+
+def build_default_config_toml() -> str:
+    """Render ``default_settings()`` as commented TOML that parses back to exactly the same document."""
+    from hook.config import SYSTEM_CONFIG, default_settings
+
+    lines = [
+        f"# {SYSTEM_CONFIG}: every key gpu-env-hook reads, with its default.",
+        "# Generated by `gpu-env-hook config default` from hook.config.default_settings().",
+    ]
+    _emit_table(default_settings(), "", lines)
+    return "\n".join(lines) + "\n"
+
+
+def _emit_table(table: dict[str, Any], prefix: str, lines: list[str]) -> None:
+    """Append a table's scalar keys, then its sub-tables with their headers."""
+    for key, value in table.items():
+        if not isinstance(value, dict):
+            help_text = KEY_HELP.get(prefix + key)
+            if help_text:
+                lines.append(f"# {help_text}")
+            lines.append(f"{key} = {_toml_value(value)}")
+    for key, value in table.items():
+        if isinstance(value, dict):
+            name = prefix + key
+            scalars = any(not isinstance(item, dict) for item in value.values())
+            if scalars:
+                lines.append("")
+                help_text = KEY_HELP.get(name)
+                if help_text:
+                    lines.append(f"# {help_text}")
+                lines.append(f"[{name}]")
+            _emit_table(value, name + ".", lines)
+
+
+def _toml_value(value: object) -> str:
+    """Render a scalar or a list of strings as TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+# --- doctor ----------------------------------------------------------------------------------------------
+
+
+def _add_doctor(app: typer.Typer, config: str | None) -> None:
+    """Add ``doctor``."""
+
+    @app.command("doctor")
+    @guarded
+    def doctor(
+        root: Annotated[
+            str, typer.Option("--root", metavar="DIR", help="check the tree under this directory")
+        ] = "/",
+    ) -> None:
+        """Check this node: the cli, the config, the env directories, the engines' registration."""
+        from hook.doctor import run_checks
+
+        checks = run_checks(root=root, config=config, environ=os.environ)
+        rows: list[tuple[str, ...]] = []
+        for check in checks:
+            detail = check.detail + (f" — {check.fix}" if check.fix and check.ok is False else "")
+            rows.append((mark(check.ok), check.name, detail))
+        typer.echo(columns(rows), nl=False)
+        if any(check.ok is False for check in checks):
+            raise typer.Exit(1)

@@ -1,0 +1,304 @@
+"""``doctor``: check a node (or a tree under ``--root``) and say, per check, what holds and what to do.
+
+Checks: the config parses; nvidia-container-cli is found; each env-file directory exists, is a real
+directory owned by root and not group- or world-writable (nor are its parents); for each engine found
+(podman, CRI-O, containerd, Docker) the hook or the shim is registered; each registered entry runs Python
+isolated (``-I``). Paths come from ``hook.paths``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from typing import Any, NamedTuple
+
+from hook import paths
+from hook.errors import HookError
+
+_BINARY_DIRS = tuple(paths.FIXED_PATH.split(":"))
+_PYTHON = re.compile(r"(^|/)python[0-9.]*$")
+_MAX_SCRIPT_BYTES = 64 * 1024
+
+
+class Check(NamedTuple):
+    """One line of the report: ``ok`` is True, False or None (not applicable)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+
+def run_checks(*, root: str, config: str | None, environ: dict[str, str] | os._Environ[str]) -> list[Check]:
+    """Run every check against the tree under ``root`` and return them in report order."""
+    settings, config_check = check_config(root, config, environ)
+    checks = [config_check, check_cli(root, settings)]
+    checks += [check_env_directory(root, directory) for directory in settings.env_file.directories]
+    registered: list[tuple[str, list[str]]] = []
+    for find in (_podman, _crio, _containerd, _docker):
+        check, entry = find(root)
+        checks.append(check)
+        if entry is not None:
+            registered.append(entry)
+    seen: set[str] = set()
+    for path, args in registered:
+        if path not in seen:
+            seen.add(path)
+            checks.append(check_isolated(root, path, args))
+    return checks
+
+
+def under(root: str, path: str) -> str:
+    """Return ``path`` inside the tree ``root``."""
+    return path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
+
+
+# --- config, cli, directories ----------------------------------------------------------------------------
+
+
+def check_config(
+    root: str, config: str | None, environ: dict[str, str] | os._Environ[str]
+) -> tuple[Any, Check]:
+    """Parse config.toml as the hook finds it (defaults when it fails, so the other checks still run)."""
+    from hook.config import find_config_path, load_config_text, parse_config
+
+    path, required = find_config_path(config, environ)
+    if config is None:
+        path = under(root, path)
+    try:
+        text = load_config_text(path, required=required)
+        settings = parse_config(text, source=path if text is not None else None)
+    except HookError as err:
+        return parse_config(None), Check(
+            "config", ok=False, detail=str(err), fix="fix the file (gpu-env-hook validate config-toml)"
+        )
+    detail = f"{path} parses" if text is not None else f"{path} absent: defaults apply"
+    return settings, Check("config", ok=True, detail=detail)
+
+
+def check_cli(root: str, settings: Any) -> Check:
+    """Find nvidia-container-cli as the hook does (configured path, else the standard directories)."""
+    from hook.nvcli import CLI_NAME, SEARCH_DIRS
+
+    fix = "install libnvidia-container-tools or set [nvidia-container-cli] path"
+    if settings.cli.path:
+        candidates = [settings.cli.path]
+    else:
+        prefixes = [settings.cli.root] if settings.cli.root not in ("", "/") else []
+        candidates = [os.path.join(p + d, CLI_NAME) for p in [*prefixes, ""] for d in SEARCH_DIRS]
+    for candidate in candidates:
+        if _is_executable(under(root, candidate)):
+            return Check("nvidia-container-cli", ok=True, detail=candidate)
+    return Check(
+        "nvidia-container-cli", ok=False, detail=f"not found ({', '.join(candidates[:2])}...)", fix=fix
+    )
+
+
+def check_env_directory(root: str, directory: str) -> Check:
+    """The env-file directory: exists, a real directory, root-owned, not group/world-writable, parents too."""
+    name = f"env dir {directory}"
+    fix = f"mkdir -p {directory} && chown root:root {directory} && chmod 0755 {directory}"
+    path = under(root, directory)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return Check(name, ok=False, detail="does not exist", fix=fix)
+    except OSError as err:
+        return Check(name, ok=False, detail=f"cannot stat: {err.strerror}", fix=fix)
+    if not stat.S_ISDIR(info.st_mode):
+        return Check(name, ok=False, detail="is not a directory (a symlink is not accepted)", fix=fix)
+    problem = _unsafe(info)
+    if problem:
+        return Check(name, ok=False, detail=problem, fix=fix)
+    parent = os.path.dirname(path)
+    top = os.path.abspath(root) if root not in ("", "/") else "/"
+    while parent.startswith(top) and parent != os.path.dirname(parent):
+        info = os.stat(parent)
+        problem = _unsafe(info, sticky_ok=True)
+        if problem:
+            return Check(name, ok=False, detail=f"parent {parent} {problem}", fix=f"chmod go-w {parent}")
+        if parent == top:
+            break
+        parent = os.path.dirname(parent)
+    return Check(name, ok=True, detail=f"root-owned, mode {stat.S_IMODE(os.stat(path).st_mode):04o}")
+
+
+def _unsafe(info: os.stat_result, *, sticky_ok: bool = False) -> str:
+    """Say what is unsafe about a directory's owner or mode ('' when nothing)."""
+    if info.st_uid != 0:
+        return f"is owned by uid {info.st_uid}, not root"
+    if info.st_mode & 0o022 and not (sticky_ok and info.st_mode & stat.S_ISVTX):
+        return f"is group- or world-writable (mode {stat.S_IMODE(info.st_mode):04o})"
+    return ""
+
+
+# --- engines ---------------------------------------------------------------------------------------------
+
+
+def _find_binary(root: str, name: str) -> str | None:
+    """Return the engine binary's path in the fixed PATH under ``root``, or None."""
+    for directory in _BINARY_DIRS:
+        candidate = os.path.join(directory, name)
+        if _is_executable(under(root, candidate)):
+            return candidate
+    return None
+
+
+def _hook_json(root: str) -> tuple[str, dict[str, Any]] | None:
+    """Return the first valid oci-hooks.d file of ours and its document, or None."""
+    for directory in paths.OCI_HOOKS_DIRS:
+        path = os.path.join(directory, paths.HOOK_JSON_NAME)
+        try:
+            with open(under(root, path), "rb") as fh:
+                document = json.loads(fh.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(document, dict):
+            return path, document
+    return None
+
+
+def _hooks_dir_check(root: str, engine: str, binary: str) -> tuple[Check, tuple[str, list[str]] | None]:
+    """Check that our oci-hooks.d file is present, valid, and names an executable."""
+    from hook.schema import validate_document
+
+    found = _hook_json(root)
+    fix = f"gpu-env-hook install --engine {engine.lower().replace('-', '')}"
+    if found is None:
+        where = " or ".join(paths.OCI_HOOKS_DIRS)
+        return Check(
+            engine, ok=False, detail=f"{binary} found, no {paths.HOOK_JSON_NAME} in {where}", fix=fix
+        ), None
+    path, document = found
+    problems = validate_document(document, "hooks-json")
+    if problems:
+        return Check(engine, ok=False, detail=f"{path}: {problems[0]}", fix=fix), None
+    hook_path = document["hook"]["path"]
+    if not _is_executable(under(root, hook_path)):
+        return Check(
+            engine, ok=False, detail=f"{path} names {hook_path}, which is not executable", fix=fix
+        ), None
+    args = [str(arg) for arg in document["hook"].get("args", [])]
+    return Check(engine, ok=True, detail=f"hook registered in {path}"), (hook_path, args)
+
+
+def _podman(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+    """podman: our oci-hooks.d file."""
+    binary = _find_binary(root, "podman")
+    if binary is None:
+        return Check("podman", ok=None, detail="not installed"), None
+    return _hooks_dir_check(root, "podman", binary)
+
+
+def _crio(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+    """CRI-O: our oci-hooks.d file, or a crio.conf.d drop-in naming the shim."""
+    binary = _find_binary(root, "crio")
+    if binary is None:
+        return Check("CRI-O", ok=None, detail="not installed"), None
+    dropin = os.path.join(paths.CRIO_DROPIN_DIR, paths.CRIO_DROPIN_NAME)
+    if paths.RUNTIME_WRAPPER in _read_text(under(root, dropin)):
+        return Check("CRI-O", ok=True, detail=f"runtime registered in {dropin}"), (paths.RUNTIME_WRAPPER, [])
+    return _hooks_dir_check(root, "CRI-O", binary)
+
+
+def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+    """containerd: a drop-in (or the main config) naming the shim."""
+    binary = _find_binary(root, "containerd")
+    if binary is None:
+        return Check("containerd", ok=None, detail="not installed"), None
+    for path in (
+        os.path.join(paths.CONTAINERD_DROPIN_DIR, paths.CONTAINERD_DROPIN_NAME),
+        paths.CONTAINERD_CONFIG,
+    ):
+        if paths.RUNTIME_WRAPPER in _read_text(under(root, path)):
+            return Check("containerd", ok=True, detail=f"runtime registered in {path}"), (
+                paths.RUNTIME_WRAPPER,
+                [],
+            )
+    return (
+        Check(
+            "containerd",
+            ok=False,
+            detail=f"{binary} found, {paths.RUNTIME_WRAPPER} not registered",
+            fix="gpu-env-hook install --engine containerd, then restart containerd",
+        ),
+        None,
+    )
+
+
+def _docker(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+    """Docker: a ``runtimes`` entry in daemon.json naming the shim, or ours installed as NVIDIA's hook."""
+    binary = _find_binary(root, "dockerd")
+    if binary is None:
+        return Check("Docker", ok=None, detail="not installed"), None
+    try:
+        daemon = json.loads(_read_text(under(root, paths.DOCKER_DAEMON_JSON)) or "{}")
+    except ValueError:
+        daemon = {}
+    runtimes = daemon.get("runtimes") if isinstance(daemon, dict) else None
+    if isinstance(runtimes, dict):
+        for name, entry in runtimes.items():
+            if isinstance(entry, dict) and entry.get("path") == paths.RUNTIME_WRAPPER:
+                detail = f"runtime {name!r} in {paths.DOCKER_DAEMON_JSON}"
+                return Check("Docker", ok=True, detail=detail), (paths.RUNTIME_WRAPPER, [])
+    if _is_executable(under(root, paths.NVIDIA_HOOK_ALIAS)):
+        detail = f"installed as {paths.NVIDIA_HOOK_ALIAS}"
+        return Check("Docker", ok=True, detail=detail), (paths.NVIDIA_HOOK_ALIAS, [])
+    return (
+        Check(
+            "Docker",
+            ok=False,
+            detail=f"{binary} found, no runtime in {paths.DOCKER_DAEMON_JSON} names {paths.RUNTIME_WRAPPER}",
+            fix="gpu-env-hook install --engine docker, then restart dockerd",
+        ),
+        None,
+    )
+
+
+# --- isolation -------------------------------------------------------------------------------------------
+
+
+def check_isolated(root: str, path: str, args: list[str]) -> Check:
+    """A registered entry must start Python with ``-I`` (no PYTHONPATH, no user site, no cwd on sys.path)."""
+    name = f"isolated {path}"
+    fix = "reinstall: gpu-env-hook install (its wrappers run python -I)"
+    if _PYTHON.search(path):
+        ok = "-I" in args or any(_has_isolate_flag(arg) for arg in args[1:2])
+        detail = "python started with -I" if ok else "python started without -I in the entry's args"
+        return Check(name, ok=ok, detail=detail, fix=fix)
+    text = _read_text(under(root, path))
+    if not text:
+        return Check(name, ok=False, detail="cannot read the wrapper (binary or missing)", fix=fix)
+    python_lines = [
+        line for line in text.splitlines() if "python" in line and not line.lstrip().startswith("# ")
+    ]
+    if not python_lines:
+        return Check(name, ok=False, detail="the wrapper does not start Python visibly", fix=fix)
+    bad = [line for line in python_lines if not any(_has_isolate_flag(token) for token in line.split())]
+    if bad:
+        return Check(name, ok=False, detail="the wrapper starts Python without -I", fix=fix)
+    return Check(name, ok=True, detail="the wrapper starts Python with -I")
+
+
+def _has_isolate_flag(token: str) -> bool:
+    """Tell whether a command-line token is ``-I`` or a short-flag cluster holding it (``-IB``)."""
+    return token.startswith("-") and not token.startswith("--") and "I" in token[1:] and token[1:].isalpha()
+
+
+def _is_executable(path: str) -> bool:
+    """Tell whether ``path`` is an executable regular file (following symlinks)."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _read_text(path: str) -> str:
+    """Read a small text file; '' when missing, unreadable, binary or too large."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_SCRIPT_BYTES + 1)
+    except OSError:
+        return ""
+    if len(data) > _MAX_SCRIPT_BYTES or b"\0" in data:
+        return ""
+    return data.decode("utf-8", errors="replace")
