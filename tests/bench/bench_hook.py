@@ -188,6 +188,10 @@ if __name__ == '__main__':
 """
 
 
+# Runs main() without runpy (which -m imports: importlib.util, contextlib, ...) and without pip's `import re`.
+INLINE_LAUNCHER = "import sys; from hook.__main__ import main; sys.exit(main())"
+
+
 def make_clean_install(workdir: Path) -> str:
     """Build a pip-less venv holding copies of hook/ and dotenv/ plus a console script; return its python."""
     import subprocess
@@ -220,6 +224,8 @@ def hook_argv(kind: str, python: str) -> list[str]:
     """The hook command without flags: ``python -I -m hook`` or the console script next to python."""
     if kind == "script":
         return [str(Path(python).parent / "gpu-env-hook")]
+    if kind == "inline":
+        return [python, "-I", "-c", INLINE_LAUNCHER]
     return [python, "-I", "-m", "hook"]
 
 
@@ -293,16 +299,48 @@ def bench_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+# Modules on (or kept off) the hot path, for --imports: each costs what it adds to a bare start.
+IMPORT_PROBES = (
+    "json",
+    "re",
+    "typing",
+    "tomllib",
+    "dotenv.parser",
+    "dotenv",
+    "dataclasses",
+    "pathlib",
+    "hook.prestart",
+    "hook.config",
+    "hook.envfile",
+    "hook.request",
+    "hook.nvcli",
+)
+
+
+def time_imports(python: str, runs: int, warmup: int) -> None:
+    """Print what importing each probe module adds to a bare interpreter start (alternating medians)."""
+    baseline = python_baseline(python)
+    print(format_header())
+    for module in IMPORT_PROBES:
+        command = Command(argv=[python, "-I", "-c", f"import {module}"])
+        print(
+            format_row(compare(f"import {module}", command, baseline, runs=runs, warmup=warmup)), flush=True
+        )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The benchmark's command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=40, help="timed runs of each command per case (>= 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed pairs before timing")
-    parser.add_argument("--command", choices=("module", "script"), default="module",
-                        help="time 'python -I -m hook' (module, default) or the gpu-env-hook script")  # fmt: skip
+    parser.add_argument("--command", choices=("module", "script", "inline"), default="module",
+                        help="time 'python -I -m hook' (module, default), pip's gpu-env-hook script, or "
+                             "'python -I -c <import main and run it>' (inline)")  # fmt: skip
     parser.add_argument("--install", choices=("clean", "dev"), default="clean",
                         help="time a throwaway clean install (default) or the running interpreter as it is")  # fmt: skip
     parser.add_argument("--case", action="append", default=[], help="run only cases whose name contains this")
+    parser.add_argument("--imports", action="store_true",
+                        help="instead of the cases, time 'python -I -c \"import M\"' for the modules the hook uses")  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="also show what each case imports")
     parser.add_argument(
         "--no-fail", action="store_true", help="report only; exit 0 even if a target is missed"
@@ -323,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         base = hook_argv(args.command, python)
         baseline = python_baseline(python)
         print(f"install:  {args.install} ({python})")
+        if args.imports:
+            time_imports(python, args.runs, args.warmup)
+            return 0
         print(f"hook:     {' '.join(base)} -config CFG prestart   (cwd = bundle, state on stdin)")
         print(f"baseline: {' '.join(baseline.argv)}")
         print(f"runs: {args.runs} of each, alternating, after {args.warmup} warm-up pairs; cli = /bin/true\n")
