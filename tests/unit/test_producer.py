@@ -1,0 +1,350 @@
+"""Unit tests for hook.producer: the env-file path scheme, the writer and the checker."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hook.config import EnvFileSettings
+from hook.envfile import load_env_file_bytes, parse_env_file
+from hook.errors import EnvFileError, UsageError
+from hook.producer import (
+    build_env_file,
+    check_env_file,
+    env_file_name,
+    env_file_path,
+    quote_value,
+    write_env_file,
+)
+
+VAR = "NVIDIA_ENV_FROM_FILE"
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the writer chowns to root; the hook wants root files"
+)
+
+
+def env_settings(directory: Path, **overrides: object) -> EnvFileSettings:
+    """Build [env-file] settings for one directory."""
+    values: dict[str, object] = {
+        "variable": VAR,
+        "directories": (str(directory),),
+        "max_bytes": 65536,
+        "on_missing": "error",
+        "require_pod_binding": False,
+    }
+    values.update(overrides)
+    return EnvFileSettings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def env_dir(tmp_path: Path) -> Path:
+    """A directory configured as the env-file directory."""
+    directory = tmp_path / "nvidia-env"
+    directory.mkdir()
+    return directory
+
+
+# --- path scheme -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        pytest.param(["fake0", "fake1", "fake2"], id="kubelet-order"),
+        pytest.param(["fake2", "fake0", "fake1"], id="shuffled"),
+        pytest.param(["fake1", "fake0", "fake2", "fake0"], id="repeated-id"),
+    ],
+)
+def test_env_file_name_depends_only_on_the_set_of_ids(ids: list[str]) -> None:
+    """Allocate and PreStartContainer get the same name whatever the order or repetition of the ids."""
+    expected = hashlib.sha256(b"fake0\nfake1\nfake2").hexdigest()[:16] + ".env"
+    assert env_file_name(ids) == expected
+
+
+def test_env_file_path_defaults_to_the_default_directory() -> None:
+    """Without a directory the path lies in /run/nvidia-env, the default [env-file] directory."""
+    assert env_file_path(["a"]) == "/run/nvidia-env/" + hashlib.sha256(b"a").hexdigest()[:16] + ".env"
+
+
+def test_env_file_path_uses_the_given_directory() -> None:
+    """A given directory is used as is."""
+    assert env_file_path(["a", "b"], "/srv/env").startswith("/srv/env/")
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        pytest.param([], r"^env-file path: at least one device id is required$", id="no-ids"),
+        pytest.param(
+            ["a\nb"], r"^env-file path: a device id must be non-empty, without newline or NUL$", id="newline"
+        ),
+        pytest.param(
+            [""], r"^env-file path: a device id must be non-empty, without newline or NUL$", id="empty"
+        ),
+    ],
+)
+def test_env_file_name_refuses_ids_that_make_the_hash_ambiguous(ids: list[str], message: str) -> None:
+    """No ids, an empty id or an id with a newline is a usage error."""
+    with pytest.raises(UsageError, match=message):
+        env_file_name(ids)
+
+
+# --- building and quoting --------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
+            lambda k: (
+                not k.startswith(("LD_", "PYTHON", "NVIDIA_CTK_", "GPU_ENV_HOOK_")) and k not in ("PATH", VAR)
+            )
+        ),
+        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40),
+        max_size=6,
+    )
+)
+def test_built_file_parses_back_to_exactly_the_values(values: dict[str, str]) -> None:
+    """Whatever the values (quotes, backslashes, newlines, '#', '${X}'), the hook's parser gives them back."""
+    data = build_env_file(values, pod_uid="pod-1")
+    parsed, reserved = parse_env_file(data, "/run/nvidia-env/x.env", variable=VAR)
+    assert parsed == values
+    assert reserved == {"GPU_ENV_HOOK_POD_UID": "pod-1"}
+
+
+def test_quote_value_escapes_backslash_quote_and_newline() -> None:
+    """Backslashes, double quotes and newlines are escaped inside double quotes."""
+    assert quote_value('a\\b"c\nd') == '"a\\\\b\\"c\\nd"'
+
+
+@pytest.mark.parametrize(
+    ("values", "kwargs", "message"),
+    [
+        pytest.param(
+            {"LD_PRELOAD": "x"},
+            {},
+            r"^env file '<env file>': key LD_PRELOAD matches LD_\* and may not be set "
+            r"from an env file$",
+            id="ld-prefix",
+        ),
+        pytest.param(
+            {"PATH": "/x"}, {}, r"^env file '<env file>': key PATH matches PATH and may not", id="path"
+        ),
+        pytest.param(
+            {"PYTHONPATH": "/x"}, {}, r"^env file '<env file>': key PYTHONPATH matches PYTHON\*", id="py"
+        ),
+        pytest.param(
+            {"NVIDIA_CTK_X": "1"}, {}, r"^env file '<env file>': key NVIDIA_CTK_X matches", id="ctk"
+        ),
+        pytest.param({VAR: "/x"}, {}, rf"^env file '<env file>': key {VAR} matches {VAR} and", id="chaining"),
+        pytest.param(
+            {"GPU_ENV_HOOK_X": "1"},
+            {},
+            r"^env file '<env file>': key GPU_ENV_HOOK_X matches GPU_ENV_HOOK_\* "
+            r"\(reserved\)",
+            id="reserved-prefix",
+        ),
+        pytest.param(
+            {"GPU_ENV_HOOK_POD_UID": "1"},
+            {},
+            r"^env file '<env file>': key GPU_ENV_HOOK_POD_UID is reserved: "
+            r"give it with the pod uid / container name options$",
+            id="pin-as-value",
+        ),
+        pytest.param(
+            {"1A": "x"},
+            {},
+            r"^env file '<env file>': key '1A' must match \[A-Za-z_\]\[A-Za-z0-9_\]\*$",
+            id="bad-key",
+        ),
+        pytest.param(
+            {"A": "x\0y"}, {}, r"^env file '<env file>': the value of A contains a NUL byte$", id="nul-value"
+        ),
+        pytest.param(
+            {"A": "\udc80"},
+            {},
+            r"^env file '<env file>': the value of A is not encodable as UTF-8$",
+            id="surrogate",
+        ),
+        pytest.param(
+            {},
+            {"container": "main"},
+            r"^env file '<env file>': GPU_ENV_HOOK_CONTAINER_NAME needs "
+            r"GPU_ENV_HOOK_POD_UID$",
+            id="container-without-pod",
+        ),
+        pytest.param(
+            {"A": "x" * 70000},
+            {},
+            r"^env file '<env file>': would be \d+ bytes, over the limit of 65536 "
+            r"\(env-file.max-bytes\)$",
+            id="too-large",
+        ),
+    ],
+)
+def test_build_refuses_what_the_hook_would_refuse(
+    values: dict[str, str], kwargs: dict[str, str], message: str
+) -> None:
+    """A key, value or pin the hook would refuse is refused before anything is written."""
+    with pytest.raises(EnvFileError, match=message):
+        build_env_file(values, **kwargs)  # type: ignore[arg-type]
+
+
+# --- writing ---------------------------------------------------------------------------------------------
+
+
+@needs_root
+def test_write_creates_a_root_owned_0644_file_the_hook_accepts(env_dir: Path) -> None:
+    """The written file is root-owned, mode 0644, one link, and the hook's loader and parser accept it."""
+    path = env_dir / "abc.env"
+    settings_ = env_settings(env_dir)
+    os.umask(0o077)  # the mode must not depend on the caller's umask
+    try:
+        write_env_file(str(path), {"NVIDIA_VISIBLE_DEVICES": "0,1"}, pod_uid="u", settings=settings_)
+    finally:
+        os.umask(0o022)
+    info = path.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode), info.st_nlink) == (0, 0, 0o644, 1)
+    data = load_env_file_bytes(str(path), settings_)
+    assert parse_env_file(data, str(path), variable=VAR) == (
+        {"NVIDIA_VISIBLE_DEVICES": "0,1"},
+        {"GPU_ENV_HOOK_POD_UID": "u"},
+    )
+    assert sorted(p.name for p in env_dir.iterdir()) == ["abc.env"]
+
+
+def test_write_refuses_a_path_outside_the_directories(env_dir: Path, tmp_path: Path) -> None:
+    """The writer refuses a path the hook would refuse for its location."""
+    outside = tmp_path / "elsewhere.env"
+    with pytest.raises(
+        EnvFileError, match=r"^env file '.*elsewhere.env': is not inside the env-file directories"
+    ):
+        write_env_file(str(outside), {"A": "1"}, settings=env_settings(env_dir))
+    assert not outside.exists()
+
+
+def test_write_refuses_a_missing_directory(env_dir: Path) -> None:
+    """A missing directory below the configured one is reported with what to do."""
+    path = env_dir / "sub" / "a.env"
+    with pytest.raises(
+        EnvFileError, match=r"^env file '.*': its directory does not exist \(create it root-owned"
+    ):
+        write_env_file(str(path), {"A": "1"}, settings=env_settings(env_dir))
+
+
+@needs_root
+def test_writer_racing_a_reader_never_yields_a_partial_file(env_dir: Path) -> None:
+    """A reader looping on the hook's load + parse sees the old or the new file while a writer rewrites it."""
+    path = str(env_dir / "race.env")
+    settings_ = env_settings(env_dir)
+    small = {"NVIDIA_VISIBLE_DEVICES": "0"}
+    large = {"NVIDIA_VISIBLE_DEVICES": "0,1,2,3", **{f"PAD_{i}": "x" * 200 for i in range(40)}}
+    write_env_file(path, small, settings=settings_)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            turn = 0
+            while not stop.is_set():
+                write_env_file(path, large if turn % 2 else small, settings=settings_)
+                turn += 1
+        except BaseException as err:  # noqa: BLE001 - reported to the main thread
+            errors.append(err)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen: set[int] = set()
+    try:
+        for _ in range(1500):
+            values, _reserved = parse_env_file(load_env_file_bytes(path, settings_), path, variable=VAR)
+            assert values in (small, large)
+            seen.add(len(values))
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert seen == {1, 41}, "the reader should have seen both versions"
+
+
+# --- checking --------------------------------------------------------------------------------------------
+
+
+def write_raw(path: Path, content: str, mode: int = 0o644) -> Path:
+    """Write a file as-is with a mode (root-owned when the tests run as root)."""
+    path.write_text(content, encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+@needs_root
+def test_check_reports_every_step_of_an_accepted_file(env_dir: Path) -> None:
+    """An accepted file passes location, file, content and binding, and its variables are returned."""
+    path = write_raw(env_dir / "a.env", "GPU_ENV_HOOK_POD_UID=p1\nA=1\nB='two'\n")
+    report = check_env_file(str(path), env_settings(env_dir), pod_uid="p1")
+    assert report.ok
+    assert [step.name for step in report.steps] == ["location", "file", "content", "binding"]
+    assert report.values == {"A": "1", "B": "two"}
+    assert report.pinned_pod_uid == "p1"
+    assert report.steps[-1].detail == "pinned to pod p1 (matches)"
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("name", "content", "mode", "kwargs", "failed", "message"),
+    [
+        pytest.param(
+            "../x.env", "A=1\n", 0o644, {}, "location", r"must not contain '\.' or '\.\.'", id="dotdot"
+        ),
+        pytest.param(
+            "a.env", "A=1\n", 0o666, {}, "file", r"must not be group- or world-writable", id="writable"
+        ),
+        pytest.param("a.env", "A=1\nA=2\n", 0o644, {}, "content", r"line 2: duplicate key", id="duplicate"),
+        pytest.param(
+            "a.env",
+            "GPU_ENV_HOOK_POD_UID=p1\n",
+            0o644,
+            {"pod_uid": "p2"},
+            "binding",
+            r"is pinned to another pod",
+            id="other-pod",
+        ),
+        pytest.param(
+            "a.env",
+            "A=1\n",
+            0o644,
+            {"require_pod_binding": True},
+            "binding",
+            r"is not pinned to a pod \(GPU_ENV_HOOK_POD_UID is required\)",
+            id="pin-required",
+        ),
+    ],
+)
+def test_check_stops_at_the_first_failing_step(
+    env_dir: Path,
+    name: str,
+    content: str,
+    mode: int,
+    kwargs: dict[str, object],
+    failed: str,
+    message: str,
+) -> None:
+    """The report names the step the hook would refuse at, with the hook's own message."""
+    if name == "a.env":
+        write_raw(env_dir / name, content, mode)
+    required = bool(kwargs.pop("require_pod_binding", False))
+    path = f"{env_dir}/{name}"
+    report = check_env_file(path, env_settings(env_dir, require_pod_binding=required), **kwargs)  # type: ignore[arg-type]
+    assert not report.ok
+    assert report.steps[-1].name == failed
+    assert not report.steps[-1].ok
+    assert all(step.ok for step in report.steps[:-1])
+    assert re.search(message, report.steps[-1].detail)
