@@ -108,7 +108,7 @@ def test_env_file_name_refuses_ids_that_make_the_hash_ambiguous(ids: list[str], 
                 not k.startswith(("LD_", "PYTHON", "NVIDIA_CTK_", "GPU_ENV_HOOK_")) and k not in ("PATH", VAR)
             )
         ),
-        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40),
+        st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"), max_size=40),
         max_size=6,
     )
 )
