@@ -21,6 +21,9 @@ DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
 CRIO_DROPIN_DIR = "/etc/crio/crio.conf.d"
 CRIO_DROPIN_NAME = "99-gpu-env-hook.conf"
 
+# What `install` wrote, per engine, so `uninstall` can take exactly that off again.
+STATE_DIR = "/var/lib/gpu-env-hook"
+
 # The runtime handler name engines know the shim by.
 RUNTIME_HANDLER = "gpu-env"
 

@@ -21,6 +21,8 @@ KINDS = {
     "state": "oci-state.json",
     "hooks-json": "oci-hooks.json",
     "config-toml": "config-toml.json",
+    "install-manifest": "install-manifest.json",
+    "docker-daemon": "docker-daemon.json",
 }
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
