@@ -11,7 +11,7 @@ $(VENV_STAMP): pyproject.toml .ci/run
 
 ## demo: start a real busybox container with runc, our hook injected, and show what it did
 demo: $(VENV_STAMP)
-	$(PY) -m hook.demo
+	$(PY) packaging/demo/demo.py
 
 ## test: lint, type check, then the whole suite (integration tests need root, runc, podman)
 test: lint typecheck $(VENV_STAMP)
