@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 
 from hook.errors import SpecError, decode_error_reason, json_kind
@@ -42,6 +41,8 @@ def load_spec(bundle: str) -> Spec:
 
 def parse_spec(raw: bytes) -> dict[str, object]:
     """Decode config.json bytes into a dict, refusing anything that is not one JSON object."""
+    import json  # here, not at the top: the shim reads config.json bytes and decodes only if they matter
+
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
@@ -137,6 +138,8 @@ def set_process_env(document: dict[str, object], env: list[str]) -> dict[str, ob
 
 def dump_spec(document: dict[str, object]) -> bytes:
     """Serialise a spec the way runtimes write it (compact JSON, UTF-8, no ASCII escaping)."""
+    import json
+
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

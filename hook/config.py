@@ -17,6 +17,9 @@ ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utilit
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 MAX_ENV_FILE_BYTES = 16 * 1024 * 1024
 _PREFIX = "error getting hook config: failed to load config: "
+# Words that, outside a comment line, may change which variables select GPUs or name the env file (a TOML
+# escape can spell any key): without one, the hot path need not parse the file to know.
+SELECTION_MARKERS = ("swarm-resource", "variable", "\\")
 
 
 def default_settings(*, suse: bool = False) -> dict[str, Any]:
@@ -118,6 +121,19 @@ def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str
     if xdg:
         return os.path.join(xdg, "nvidia-container-runtime", "config.toml"), False
     return SYSTEM_CONFIG, False
+
+
+def config_mentions(text: str | None, markers: tuple[str, ...] = SELECTION_MARKERS) -> bool:
+    """Tell whether a line of config.toml that is not a comment mentions one of ``markers`` (pure, no TOML).
+
+    With the default markers: whether the file could change which variables name GPUs or the env file.
+    """
+    if text is None:
+        return False
+    return any(
+        not line.lstrip().startswith("#") and any(marker in line for marker in markers)
+        for line in text.splitlines()
+    )
 
 
 def load_config_text(path: str, *, required: bool) -> str | None:

@@ -21,7 +21,7 @@ from hook.bundle import (
     spec_mounts,
     write_spec,
 )
-from hook.config import find_config_path, load_config_text
+from hook.config import config_mentions, find_config_path, load_config_text
 from hook.devices import DEVICE_LIST_ROOT
 from hook.errors import RequestError
 from hook.privilege import resolve_privileged
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from hook.envfile import EnvFile
     from hook.request import GpuRequest
     from hook.state import State
-
-# Words that, outside a comment line, may change which variables select GPUs: then the file is parsed.
-_CONFIG_MARKERS = ("swarm-resource", "variable", "\\")
 
 
 class Options:
@@ -80,24 +77,13 @@ class Resolution:
         return self.env_file is not None and self.entries != process_env(self.spec.document)
 
 
-def config_may_select(config_text: str | None, markers: tuple[str, ...] = _CONFIG_MARKERS) -> bool:
-    """Tell whether config.toml could change which variables name GPUs or the env file (then parse it):
-    whether a line that is not a comment mentions one of ``markers``."""
-    if config_text is None:
-        return False
-    return any(
-        not line.lstrip().startswith("#") and any(marker in line for marker in markers)
-        for line in config_text.splitlines()
-    )
-
-
 def may_request_gpu(env: dict[str, str], mounts: list[tuple[str, str]], config_text: str | None) -> bool:
     """Tell whether any configuration could make this a GPU container (False: exit 0 without parsing TOML).
 
     Without a config line that mentions swarm-resource or an env-file variable (or a TOML escape), only
     NVIDIA_VISIBLE_DEVICES, a legacy CUDA_VERSION, NVIDIA_ENV_FROM_FILE or a device-list mount can.
     """
-    if config_may_select(config_text):
+    if config_mentions(config_text):
         return True
     if envvars.NVIDIA_VISIBLE_DEVICES in env or env.get(envvars.CUDA_VERSION):
         return True

@@ -106,9 +106,9 @@ def _find_bundle(args: list[str]) -> str | None:
 
 def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...]:
     """Return ``[nvidia-container-runtime] runtimes``; TOML is parsed only when the file mentions the key."""
-    from hook.prestart import config_may_select
+    from hook.config import config_mentions
 
-    if not config_may_select(config_text, _RUNTIMES_MARKERS):
+    if not config_mentions(config_text, _RUNTIMES_MARKERS):
         from hook.config import default_settings
 
         return tuple(default_settings()["nvidia-container-runtime"]["runtimes"])

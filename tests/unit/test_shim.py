@@ -1,0 +1,671 @@
+"""Unit tests for hook.shim: runc's command line, the real runtime, the bundle edit and the shim process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MakeBundle, MakeConfig, MakeEnvFile
+
+from hook.errors import EnvFileError, ExecError
+from hook.paths import FIXED_PATH
+from hook.shim import (
+    add_prestart_hook,
+    build_hook_entry,
+    format_log_line,
+    has_gpu_hook,
+    is_gpu_hook,
+    load_runtimes,
+    parse_runtime_args,
+    resolve_runtime,
+    resolve_spec,
+)
+
+HOOK: dict[str, object] = {
+    "path": "/py",
+    "args": ["/py", "-I", "-m", "hook", "prestart"],
+    "env": ["PATH=/bin"],
+}
+FAKE_RUNTIME = """#!/bin/sh
+# Records what the shim exec'd: argv (one per line), cwd, open fds, config.json at that moment.
+out="{out}"
+printf '%s\\n' "$0" "$@" > "$out/argv"
+pwd > "$out/cwd"
+ls /proc/$$/fd > "$out/fds"
+cp "{bundle}/config.json" "$out/config.json" 2>/dev/null
+exit {status}
+"""
+
+
+# --- parse_runtime_args ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "command", "bundle", "log_path", "log_json"),
+    [
+        pytest.param(["create", "--bundle", "/b", "id"], "create", "/b", None, False, id="bundle-space"),
+        pytest.param(["create", "--bundle=/b", "id"], "create", "/b", None, False, id="bundle-equals"),
+        pytest.param(["create", "-b", "/b", "id"], "create", "/b", None, False, id="short-space"),
+        pytest.param(["create", "-b=/b", "id"], "create", "/b", None, False, id="short-equals"),
+        pytest.param(["run", "-d", "--bundle", "/b", "id"], "run", "/b", None, False, id="run"),
+        pytest.param(["create", "id"], "create", ".", None, False, id="default-cwd"),
+        pytest.param(["create", "id", "--bundle", "/b"], "create", "/b", None, False, id="flag-after-id"),
+        pytest.param(["create", "-b", "/a", "-b", "/b", "id"], "create", "/b", None, False, id="last-wins"),
+        pytest.param(
+            ["create", "--bundle", "create", "id"], "create", "create", None, False, id="bundle-named-create"
+        ),
+        pytest.param(
+            ["create", "--pid-file", "--bundle", "id"],
+            "create",
+            ".",
+            None,
+            False,
+            id="value-that-looks-like-flag",
+        ),
+        pytest.param(
+            ["create", "--console-socket", "/s", "--pid-file", "/p", "--bundle", "/b", "id"],
+            "create",
+            "/b",
+            None,
+            False,
+            id="podman-style",
+        ),
+        pytest.param(["create", "--", "-b", "/b"], "create", ".", None, False, id="double-dash-stops"),
+        pytest.param(
+            ["--root", "create", "state", "id"], "state", ".", None, False, id="root-value-not-command"
+        ),
+        pytest.param(["--root=/r", "create", "id"], "create", ".", None, False, id="root-equals"),
+        pytest.param(
+            ["--log", "/l", "--log-format", "json", "create", "id"], "create", ".", "/l", True, id="log-json"
+        ),
+        pytest.param(
+            ["--log=/l", "--log-format=text", "kill", "id"], "kill", ".", "/l", False, id="log-text"
+        ),
+        pytest.param(["--systemd-cgroup", "--debug", "run", "id"], "run", ".", None, False, id="bool-flags"),
+        pytest.param(
+            ["-root", "/r", "-log", "/l", "delete", "id"], "delete", ".", "/l", False, id="single-dash"
+        ),
+        pytest.param(["--", "state", "id"], "state", ".", None, False, id="leading-double-dash"),
+        pytest.param(["--version"], None, ".", None, False, id="version"),
+        pytest.param([], None, ".", None, False, id="empty"),
+        pytest.param(["state", "--bundle", "/b"], "state", ".", None, False, id="bundle-ignored-on-state"),
+    ],
+)
+def test_parse_runtime_args(
+    argv: list[str], command: str | None, bundle: str, log_path: str | None, log_json: bool
+) -> None:
+    """Global flags and their values are skipped; the bundle comes from create/run's own flags."""
+    invocation = parse_runtime_args(argv)
+    assert (invocation.command, invocation.bundle, invocation.log_path, invocation.log_json) == (
+        command,
+        bundle,
+        log_path,
+        log_json,
+    )
+
+
+# --- the real runtime ------------------------------------------------------------------------------------
+
+
+def make_executable(path: Path, mode: int = 0o755) -> Path:
+    """Write a tiny shell script with the given mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("runtimes", "expected"),
+    [
+        pytest.param(("runc",), "b/runc", id="name-on-path"),
+        pytest.param(("crun", "runc"), "a/crun", id="first-listed-wins"),
+        pytest.param(("missing", "runc"), "b/runc", id="skips-missing"),
+        pytest.param(("noexec", "runc"), "b/runc", id="skips-not-executable"),
+        pytest.param(("./a/crun", "runc"), "b/runc", id="skips-relative-path"),
+        pytest.param(("ABS",), "abs/tool", id="absolute-path"),
+        pytest.param(("runc-in-both",), "a/runc-in-both", id="path-order"),
+    ],
+)
+def test_resolve_runtime(tmp_path: Path, runtimes: tuple[str, ...], expected: str) -> None:
+    """A name is looked up on the given search path in order; an absolute path is used as it is."""
+    make_executable(tmp_path / "a" / "crun")
+    make_executable(tmp_path / "a" / "runc-in-both")
+    make_executable(tmp_path / "b" / "runc-in-both")
+    make_executable(tmp_path / "b" / "runc")
+    make_executable(tmp_path / "a" / "noexec", 0o644)
+    make_executable(tmp_path / "abs" / "tool")
+    names = tuple(str(tmp_path / "abs" / "tool") if name == "ABS" else name for name in runtimes)
+    search = f"{tmp_path / 'a'}:{tmp_path / 'b'}"
+    assert resolve_runtime(names, search) == str(tmp_path / expected)
+
+
+def test_resolve_runtime_none_found(tmp_path: Path) -> None:
+    """No executable among the configured runtimes is one line naming them and the search path."""
+    with pytest.raises(
+        ExecError,
+        match=(
+            r"^no runtime found: none of \[nvidia-container-runtime\] runtimes \(runc, crun\) is an absolute "
+            r"path or a name on /nowhere of an executable file$"
+        ),
+    ):
+        resolve_runtime(("runc", "crun"), "/nowhere")
+
+
+def test_resolve_runtime_ignores_callers_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller's PATH is never searched (the default search path is the fixed one)."""
+    make_executable(tmp_path / "only-here")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ExecError, match=rf"^no runtime found: .* on {FIXED_PATH} of an executable file$"):
+        resolve_runtime(("only-here",))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(None, ("runc", "crun"), id="no-file"),
+        pytest.param("[nvidia-container-cli]\nload-kmods = false\n", ("runc", "crun"), id="other-keys"),
+        pytest.param('# runtimes = ["x"]\n', ("runc", "crun"), id="commented-out"),
+        pytest.param('[nvidia-container-runtime]\nruntimes = ["crun"]\n', ("crun",), id="table"),
+        pytest.param('nvidia-container-runtime.runtimes = ["/x/y"]\n', ("/x/y",), id="dotted-key"),
+        pytest.param('[nvidia-container-runtime]\n"runtim\\u0065s" = ["z"]\n', ("z",), id="escaped-key"),
+    ],
+)
+def test_load_runtimes(text: str | None, expected: tuple[str, ...]) -> None:
+    """The runtimes list is the default unless the file mentions the key; then it is parsed."""
+    assert load_runtimes(text, "config.toml") == expected
+
+
+# --- hooks -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        pytest.param({"path": "/usr/bin/nvidia-container-runtime-hook"}, True, id="nvidia-hook"),
+        pytest.param(
+            {"path": "/usr/bin/nvidia-container-toolkit", "args": ["x", "prestart"]}, True, id="toolkit"
+        ),
+        pytest.param({"path": "/usr/local/libexec/gpu-env-hook/gpu-env-hook"}, True, id="our-wrapper"),
+        pytest.param({"path": "/py", "args": ["/py", "-I", "-m", "hook", "prestart"]}, True, id="our-module"),
+        pytest.param({"path": "/py", "args": ["/py", "-m", "hookx"]}, False, id="other-module"),
+        pytest.param({"path": "/usr/bin/other-hook", "args": ["-m"]}, False, id="other-hook"),
+        pytest.param("not-an-object", False, id="not-an-object"),
+    ],
+)
+def test_is_gpu_hook(entry: object, expected: bool) -> None:
+    """NVIDIA's hook names and ours (wrapper or ``-m hook``) count as a GPU hook."""
+    assert is_gpu_hook(entry) is expected
+
+
+@pytest.mark.parametrize(
+    ("hooks", "expected"),
+    [
+        pytest.param(None, False, id="no-hooks"),
+        pytest.param({"prestart": [{"path": "/x"}]}, False, id="other-prestart"),
+        pytest.param(
+            {"prestart": [{"path": "/x"}, {"path": "/b/nvidia-container-toolkit"}]}, True, id="prestart"
+        ),
+        pytest.param(
+            {"createRuntime": [{"path": "/b/nvidia-container-runtime-hook"}]}, True, id="create-runtime"
+        ),
+        pytest.param({"poststart": [{"path": "/b/nvidia-container-runtime-hook"}]}, False, id="other-stage"),
+    ],
+)
+def test_has_gpu_hook(hooks: dict[str, Any] | None, expected: bool) -> None:
+    """Only prestart and createRuntime hooks count."""
+    document: dict[str, object] = {} if hooks is None else {"hooks": hooks}
+    assert has_gpu_hook(document) is expected
+
+
+def test_add_prestart_hook_appends_and_copies() -> None:
+    """The hook goes after existing prestart hooks; other stages and the input stay as they were."""
+    document: dict[str, object] = {"hooks": {"prestart": [{"path": "/a"}], "poststop": [{"path": "/b"}]}}
+    edited = add_prestart_hook(document, HOOK)
+    assert edited == {"hooks": {"prestart": [{"path": "/a"}, HOOK], "poststop": [{"path": "/b"}]}}
+    assert document == {"hooks": {"prestart": [{"path": "/a"}], "poststop": [{"path": "/b"}]}}
+
+
+@pytest.mark.parametrize(
+    ("config", "environ", "args", "env"),
+    [
+        pytest.param(
+            "/etc/c.toml",
+            {},
+            ["/py", "-I", "-m", "hook", "-config", "/etc/c.toml", "prestart"],
+            [],
+            id="config",
+        ),
+        pytest.param(None, {}, ["/py", "-I", "-m", "hook", "prestart"], [], id="no-config"),
+        pytest.param(
+            None,
+            {"XDG_CONFIG_HOME": "/x"},
+            ["/py", "-I", "-m", "hook", "prestart"],
+            ["XDG_CONFIG_HOME=/x"],
+            id="xdg",
+        ),
+        pytest.param(
+            "/etc/c.toml",
+            {"XDG_CONFIG_HOME": "/x"},
+            ["/py", "-I", "-m", "hook", "-config", "/etc/c.toml", "prestart"],
+            [],
+            id="config-over-xdg",
+        ),
+    ],
+)
+def test_build_hook_entry(
+    config: str | None, environ: dict[str, str], args: list[str], env: list[str]
+) -> None:
+    """Our hook runs isolated Python with a fixed PATH and the config file the shim used."""
+    assert build_hook_entry("/py", config, environ) == {
+        "path": "/py",
+        "args": args,
+        "env": [f"PATH={FIXED_PATH}", *env],
+    }
+
+
+# --- resolve_spec: the decision --------------------------------------------------------------------------
+
+
+def spec_of(bundle: Path) -> dict[str, object]:
+    """Load a bundle's config.json."""
+    document: dict[str, object] = json.loads((bundle / "config.json").read_text())
+    return document
+
+
+def env_config(make_config: MakeConfig, env_dir: Path, extra: str = "") -> str:
+    """Return config.toml text accepting env files from ``env_dir``."""
+    return make_config(f'[env-file]\ndirectories = ["{env_dir}"]\n{extra}').read_text()
+
+
+@pytest.mark.parametrize(
+    ("env", "file", "hooks", "expected_env", "hook_added"),
+    [
+        pytest.param(["A=1"], None, None, None, False, id="no-file-no-gpu"),
+        pytest.param(["NVIDIA_VISIBLE_DEVICES=void"], None, None, None, False, id="void-is-no-gpu"),
+        pytest.param(
+            ["NVIDIA_VISIBLE_DEVICES=0"], None, None, ["NVIDIA_VISIBLE_DEVICES=0"], True, id="gpu-no-file"
+        ),
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}", "A=1"],
+            "NVIDIA_VISIBLE_DEVICES=0,1\nUSER_CUSTOM_ENV=hello\n",
+            None,
+            ["NVIDIA_ENV_FROM_FILE={file}", "A=1", "NVIDIA_VISIBLE_DEVICES=0,1", "USER_CUSTOM_ENV=hello"],
+            True,
+            id="file-with-gpu",
+        ),
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}"],
+            "USER_CUSTOM_ENV=hello\n",
+            None,
+            ["NVIDIA_ENV_FROM_FILE={file}", "USER_CUSTOM_ENV=hello"],
+            False,
+            id="file-without-gpu",
+        ),
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}", "NVIDIA_VISIBLE_DEVICES=all"],
+            "NVIDIA_VISIBLE_DEVICES=void\n",
+            None,
+            ["NVIDIA_ENV_FROM_FILE={file}", "NVIDIA_VISIBLE_DEVICES=void"],
+            False,
+            id="file-removes-gpu",
+        ),
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}"],
+            "NVIDIA_VISIBLE_DEVICES=0\n",
+            {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook"}]},
+            ["NVIDIA_ENV_FROM_FILE={file}", "NVIDIA_VISIBLE_DEVICES=0"],
+            False,
+            id="nvidia-hook-present",
+        ),
+        pytest.param(
+            ["NVIDIA_VISIBLE_DEVICES=0"],
+            None,
+            {"createRuntime": [{"path": "/py", "args": ["/py", "-m", "hook", "createRuntime"]}]},
+            None,
+            False,
+            id="our-hook-present",
+        ),
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}", "X=1"], "X=1\n", None, None, False, id="file-changes-nothing"
+        ),
+    ],
+)
+def test_resolve_spec(
+    make_bundle: MakeBundle,
+    make_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    env: list[str],
+    file: str | None,
+    hooks: dict[str, Any] | None,
+    expected_env: list[str] | None,
+    hook_added: bool,
+) -> None:
+    """The env file is merged into process.env; our hook is added only for a GPU request without one."""
+    path = make_env_file(file or "")
+    env = [entry.replace("{file}", str(path)) for entry in env]
+    bundle = make_bundle(env)
+    document = spec_of(bundle)
+    if hooks is not None:
+        document["hooks"] = hooks
+    edited = resolve_spec(document, env_config(make_config, path.parent), source="c.toml", hook=HOOK)
+    if expected_env is None and not hook_added:
+        assert edited is None
+        return
+    assert edited is not None
+    process = edited["process"]
+    assert isinstance(process, dict)
+    assert process["env"] == [entry.replace("{file}", str(path)) for entry in (expected_env or env)]
+    prestart = (edited.get("hooks") or {}).get("prestart", [])  # type: ignore[attr-defined]
+    assert (HOOK in prestart) is hook_added
+    assert edited["extra-field"] == {"kept": True}
+
+
+def test_resolve_spec_pinned_file_passes_unprivileged_gate(
+    make_bundle: MakeBundle, make_config: MakeConfig, make_env_file: MakeEnvFile
+) -> None:
+    """With env-var requests refused for unprivileged containers, a file pinned to the pod still asks."""
+    path = make_env_file("GPU_ENV_HOOK_POD_UID=u1\nNVIDIA_VISIBLE_DEVICES=0\n")
+    bundle = make_bundle(
+        [f"NVIDIA_ENV_FROM_FILE={path}"], annotations={"io.kubernetes.cri.sandbox-uid": "u1"}
+    )
+    text = env_config(
+        make_config, path.parent, "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
+    )
+    text = "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n" + text.replace(
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n", ""
+    )
+    edited = resolve_spec(spec_of(bundle), text, source="c.toml", hook=HOOK)
+    assert edited is not None
+    assert edited["hooks"] == {"prestart": [HOOK]}
+
+
+def test_resolve_spec_refused_file(
+    make_bundle: MakeBundle, make_config: MakeConfig, make_env_file: MakeEnvFile
+) -> None:
+    """A refused env file raises the hook's own one-line refusal."""
+    path = make_env_file("NVIDIA_VISIBLE_DEVICES=0\n")
+    path.chmod(0o664)
+    bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE={path}"])
+    with pytest.raises(
+        EnvFileError, match=rf"^env file '{path}': must not be group- or world-writable \(mode 0664\)$"
+    ):
+        resolve_spec(spec_of(bundle), env_config(make_config, path.parent), source="c.toml", hook=HOOK)
+
+
+@pytest.mark.parametrize(
+    ("json_format", "expected"),
+    [
+        pytest.param(True, '{"level": "error", "msg": "a \\"b\\"", "time": "T"}\n', id="json"),
+        pytest.param(False, 'time="T" level=error msg="a \\"b\\""\n', id="text"),
+    ],
+)
+def test_format_log_line(json_format: bool, expected: str) -> None:
+    """Log lines have runc's (logrus) JSON or text shape."""
+    assert format_log_line('a "b"', json_format=json_format, stamp="T") == expected
+
+
+# --- the shim as a process -------------------------------------------------------------------------------
+
+
+class ShimRun:
+    """One run of the shim: its result and what the fake runtime recorded."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str], out: Path) -> None:
+        self.returncode = proc.returncode
+        self.stderr = proc.stderr
+        self.out = out
+
+    @property
+    def runtime_ran(self) -> bool:
+        """Whether the fake runtime was exec'd."""
+        return (self.out / "argv").exists()
+
+    @property
+    def runtime_argv(self) -> list[str]:
+        """The argv the fake runtime received."""
+        return (self.out / "argv").read_text().splitlines()
+
+    @property
+    def runtime_spec(self) -> dict[str, Any]:
+        """config.json as the fake runtime saw it."""
+        spec: dict[str, Any] = json.loads((self.out / "config.json").read_text())
+        return spec
+
+
+@pytest.fixture
+def shim_env(tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile) -> dict[str, str]:
+    """The environment of a shim run: a config naming the fake runtime and the env-file directory."""
+    env_dir = tmp_path / "nvidia-env"
+    env_dir.mkdir(exist_ok=True)
+    runtime = tmp_path / "fake-runtime"
+    config = make_config(
+        f'[env-file]\ndirectories = ["{env_dir}"]\n[nvidia-container-runtime]\nruntimes = ["{runtime}"]\n'
+    )
+    return {"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}
+
+
+def run_shim(
+    tmp_path: Path,
+    args: list[str],
+    env: dict[str, str],
+    *,
+    bundle: Path | None = None,
+    status: int = 0,
+    pass_fds: tuple[int, ...] = (),
+    python_flags: tuple[str, ...] = (),
+) -> ShimRun:
+    """Run the shim with a recording fake runtime (written into tmp_path) and no PATH."""
+    out = tmp_path / "runtime-out"
+    out.mkdir(exist_ok=True)
+    for stale in out.iterdir():
+        stale.unlink()
+    runtime = tmp_path / "fake-runtime"
+    runtime.write_text(FAKE_RUNTIME.format(out=out, bundle=bundle or tmp_path, status=status))
+    runtime.chmod(0o755)
+    proc = subprocess.run(
+        [sys.executable, *python_flags, "-I", "-m", "hook.shim", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        pass_fds=pass_fds,
+        timeout=30,
+        check=False,
+    )
+    return ShimRun(proc, out)
+
+
+def test_shim_create_merges_and_execs(
+    tmp_path: Path, shim_env: dict[str, str], make_bundle: MakeBundle, make_env_file: MakeEnvFile
+) -> None:
+    """On create the env file is merged, our hook added, and the runtime gets the untouched argv."""
+    path = make_env_file("NVIDIA_VISIBLE_DEVICES=0,1\nUSER_CUSTOM_ENV=hello\n")
+    bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE={path}"])
+    args = ["--root", "/r", "--log", str(tmp_path / "log"), "create", "--bundle", str(bundle), "cid"]
+    run = run_shim(tmp_path, args, shim_env, bundle=bundle)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.runtime_argv == [str(tmp_path / "fake-runtime"), *args]
+    assert run.runtime_spec["process"]["env"] == [
+        f"NVIDIA_ENV_FROM_FILE={path}",
+        "NVIDIA_VISIBLE_DEVICES=0,1",
+        "USER_CUSTOM_ENV=hello",
+    ]
+    config = shim_env["NVIDIA_CTK_CONFIG_FILE_PATH"]
+    assert run.runtime_spec["hooks"]["prestart"] == [
+        {
+            "path": sys.executable,
+            "args": [sys.executable, "-I", "-m", "hook", "-config", config, "prestart"],
+            "env": [f"PATH={FIXED_PATH}"],
+        }
+    ]
+
+
+def test_shim_create_bundle_from_cwd(
+    tmp_path: Path, shim_env: dict[str, str], make_env_file: MakeEnvFile, make_bundle: MakeBundle
+) -> None:
+    """Without --bundle the working directory is the bundle."""
+    path = make_env_file("USER_CUSTOM_ENV=hello\n")
+    bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE={path}"], name=".")
+    run = run_shim(tmp_path, ["run", "cid"], shim_env, bundle=bundle)
+    assert run.returncode == 0
+    assert run.runtime_spec["process"]["env"][-1] == "USER_CUSTOM_ENV=hello"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        pytest.param(["A=1"], id="no-file-no-gpu"),
+        pytest.param(["NVIDIA_ENV_FROM_FILE={dir}/missing.env", "X=1"], id="file-missing-ignored"),
+    ],
+)
+def test_shim_create_leaves_spec_alone(
+    tmp_path: Path, shim_env: dict[str, str], make_bundle: MakeBundle, env: list[str]
+) -> None:
+    """A create that needs no edit leaves config.json byte-identical and unreplaced."""
+    config = Path(shim_env["NVIDIA_CTK_CONFIG_FILE_PATH"])
+    config.write_text(config.read_text().replace("[env-file]\n", '[env-file]\non-missing = "ignore"\n'))
+    env_dir = tmp_path / "nvidia-env"
+    bundle = make_bundle([entry.replace("{dir}", str(env_dir)) for entry in env])
+    before = (bundle / "config.json").read_bytes()
+    inode = (bundle / "config.json").stat().st_ino
+    run = run_shim(tmp_path, ["create", "-b", str(bundle), "cid"], shim_env, bundle=bundle)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.runtime_ran
+    assert (bundle / "config.json").read_bytes() == before
+    assert (bundle / "config.json").stat().st_ino == inode
+
+
+@pytest.mark.parametrize(
+    ("log_format", "expected"),
+    [
+        pytest.param(
+            "json",
+            r'^\{"level": "error", "msg": "gpu-env-runtime: env file .*", "time": ".*"\}\n$',
+            id="json",
+        ),
+        pytest.param("text", r'^time=".*" level=error msg="gpu-env-runtime: env file .*"\n$', id="text"),
+    ],
+)
+def test_shim_refused_file(
+    tmp_path: Path,
+    shim_env: dict[str, str],
+    make_bundle: MakeBundle,
+    make_env_file: MakeEnvFile,
+    log_format: str,
+    expected: str,
+) -> None:
+    """A refused file: one line on stderr and in runc's log, exit 1, config.json untouched, no runtime."""
+    path = make_env_file("NVIDIA_VISIBLE_DEVICES=0\n")
+    path.chmod(0o666)
+    bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE={path}"])
+    before = (bundle / "config.json").read_bytes()
+    log = tmp_path / "runc.log"
+    args = ["--log", str(log), f"--log-format={log_format}", "create", "--bundle", str(bundle), "cid"]
+    run = run_shim(tmp_path, args, shim_env, bundle=bundle)
+    line = f"gpu-env-runtime: env file '{path}': must not be group- or world-writable (mode 0666)"
+    assert (run.returncode, run.stderr) == (1, line + "\n")
+    assert not run.runtime_ran
+    assert (bundle / "config.json").read_bytes() == before
+    assert re.match(expected, log.read_text())
+    assert line in log.read_text().replace('\\"', '"')
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["state", "cid"], id="state"),
+        pytest.param(["--root", "create", "kill", "cid", "KILL"], id="kill-root-named-create"),
+        pytest.param(["delete", "--force", "cid"], id="delete"),
+        pytest.param(["--version"], id="version"),
+        pytest.param(["--log-format", "json", "start", "cid"], id="start"),
+    ],
+)
+def test_shim_passthrough(tmp_path: Path, shim_env: dict[str, str], args: list[str]) -> None:
+    """Other commands exec the runtime at once with the same argv and exit status, even without PATH."""
+    (tmp_path / "config.json").write_text("not json")
+    run = run_shim(tmp_path, args, shim_env, status=3)
+    assert (run.returncode, run.stderr) == (3, "")
+    assert run.runtime_argv == [str(tmp_path / "fake-runtime"), *args]
+    assert (run.out / "cwd").read_text() == f"{tmp_path}\n"
+
+
+def test_shim_keeps_inherited_fds(tmp_path: Path, shim_env: dict[str, str]) -> None:
+    """A descriptor the caller passes (podman's sync pipes) is still open in the runtime."""
+    read_end, write_end = os.pipe()
+    try:
+        run = run_shim(tmp_path, ["state", "cid"], shim_env, pass_fds=(write_end,))
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert run.returncode == 0
+    assert str(write_end) in (run.out / "fds").read_text().split()
+
+
+def test_shim_no_runtime(tmp_path: Path, shim_env: dict[str, str]) -> None:
+    """Without a runtime to exec, the shim says so in one line and exits 1."""
+    config = Path(shim_env["NVIDIA_CTK_CONFIG_FILE_PATH"])
+    config.write_text(config.read_text().replace(str(tmp_path / "fake-runtime"), "/nowhere/runc"))
+    run = run_shim(tmp_path, ["state", "cid"], shim_env)
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpu-env-runtime: no runtime found: none of [nvidia-container-runtime] runtimes (/nowhere/runc) is an "
+        f"absolute path or a name on {FIXED_PATH} of an executable file\n"
+    )
+
+
+def test_shim_bad_config(tmp_path: Path) -> None:
+    """A missing required config file is refused before any runtime runs."""
+    run = run_shim(tmp_path, ["state", "cid"], {"NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "none.toml")})
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpu-env-runtime: error getting hook config: failed to load config: couldn't open required "
+        f"configuration file {tmp_path / 'none.toml'}: file does not exist\n"
+    )
+    assert not run.runtime_ran
+
+
+LEAN_PROBE = """
+import os, sys
+def fake_execv(path, argv):
+    print(" ".join(sorted(sys.modules)))
+    sys.exit(0)
+os.execv = fake_execv
+import hook.shim
+sys.exit(hook.shim.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "spec_env"),
+    [
+        pytest.param(["state", "cid"], None, id="passthrough"),
+        pytest.param(["create", "cid"], ["A=1", "NVIDIA_REQUIRE_CUDA=cuda>=12"], id="create-no-gpu"),
+    ],
+)
+def test_shim_lean_imports(
+    tmp_path: Path, make_bundle: MakeBundle, args: list[str], spec_env: list[str] | None
+) -> None:
+    """Passthrough, and a create with nothing to do, import neither json, tomllib nor dotenv."""
+    config = tmp_path / "lean.toml"
+    config.write_text("[nvidia-container-cli]\nload-kmods = true\n")
+    if spec_env is not None:
+        make_bundle(spec_env, name=".")
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", LEAN_PROBE, *args],
+        capture_output=True,
+        text=True,
+        env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},
+        cwd=tmp_path,
+        timeout=30,
+        check=True,
+    )
+    modules = set(proc.stdout.split())
+    assert "hook.shim" in modules
+    assert not modules & {"json", "tomllib", "dotenv", "hook.envfile", "hook.request"}
