@@ -1,0 +1,212 @@
+"""Unit tests for hook.precreate (podman's precreate stage) and the oci-hooks.d JSONs shipped for podman."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, MakeConfig, MakeEnvFile
+
+from hook import paths
+from hook.errors import EnvFileError, SpecError
+from hook.precreate import load_proposed_spec, resolve_precreate
+
+HOOKS_DIR = REPO / "packaging" / "oci-hooks.d"
+
+
+def proposed(env: list[str], **extra: object) -> bytes:
+    """Serialise a minimal proposed config.json the way podman hands it over."""
+    document = {"ociVersion": "1.0.2-dev", "process": {"env": env, "args": ["env"]}, "root": {"path": "/r"}}
+    return json.dumps({**document, **extra}, separators=(",", ":")).encode()
+
+
+@pytest.fixture
+def config_text(make_config: MakeConfig, tmp_path: Path) -> str:
+    """config.toml text accepting env files from tmp_path/nvidia-env."""
+    return make_config(f'[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n').read_text()
+
+
+@pytest.mark.parametrize(
+    ("env", "file", "expected_env"),
+    [
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}", "A=1"],
+            "NVIDIA_VISIBLE_DEVICES=0,1\nUSER_CUSTOM_ENV=hello\n",
+            ["NVIDIA_ENV_FROM_FILE={file}", "A=1", "NVIDIA_VISIBLE_DEVICES=0,1", "USER_CUSTOM_ENV=hello"],
+            id="merged",
+        ),
+        pytest.param(
+            ["A=old", "NVIDIA_ENV_FROM_FILE={file}"],
+            "A=new\n",
+            ["A=new", "NVIDIA_ENV_FROM_FILE={file}"],
+            id="file-replaces-value",
+        ),
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}"],
+            "GPU_ENV_HOOK_POD_UID=u1\nB=2\n",
+            ["NVIDIA_ENV_FROM_FILE={file}", "B=2"],
+            id="reserved-keys-not-merged",
+        ),
+    ],
+)
+def test_resolve_precreate_merges(
+    config_text: str, make_env_file: MakeEnvFile, env: list[str], file: str, expected_env: list[str]
+) -> None:
+    """Only process.env changes; the result is compact JSON and every other field is kept."""
+    path = make_env_file(file)
+    raw = proposed(
+        [e.replace("{file}", str(path)) for e in env],
+        annotations={"io.kubernetes.cri.sandbox-uid": "u1"},
+        hooks={"prestart": [{"path": "/x"}]},
+    )
+    result = resolve_precreate(raw, config_text, source="c.toml")
+    document = json.loads(result)
+    assert document["process"] == {
+        "env": [e.replace("{file}", str(path)) for e in expected_env],
+        "args": ["env"],
+    }
+    assert {k: v for k, v in document.items() if k != "process"} == {
+        k: v for k, v in json.loads(raw).items() if k != "process"
+    }
+    assert b", " not in result
+
+
+@pytest.mark.parametrize(
+    ("raw", "on_missing"),
+    [
+        pytest.param(proposed(["A=1", "NVIDIA_VISIBLE_DEVICES=0"]), "error", id="no-env-file"),
+        pytest.param(proposed(["NVIDIA_ENV_FROM_FILE="]), "error", id="empty-variable"),
+        pytest.param(
+            b'{"ociVersion": "1",\n "process": {"env": ["A=1"]}}  \n', "error", id="not-even-decoded"
+        ),
+        pytest.param(proposed(["NVIDIA_ENV_FROM_FILE={dir}/missing.env"]), "ignore", id="missing-ignored"),
+        pytest.param(proposed(["NVIDIA_ENV_FROM_FILE={dir}/same.env", "X=1"]), "error", id="changes-nothing"),
+    ],
+)
+def test_resolve_precreate_echoes(
+    tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile, raw: bytes, on_missing: str
+) -> None:
+    """When the env file changes nothing, podman gets its own bytes back unchanged."""
+    make_env_file("X=1\n", name="same.env")
+    env_dir = tmp_path / "nvidia-env"
+    text = make_config(f'[env-file]\ndirectories = ["{env_dir}"]\non-missing = "{on_missing}"\n').read_text()
+    raw = raw.replace(b"{dir}", str(env_dir).encode())
+    assert resolve_precreate(raw, text, source="c.toml") is raw
+
+
+def test_resolve_precreate_refused(config_text: str, make_env_file: MakeEnvFile) -> None:
+    """A refused file raises the hook's own one-line refusal."""
+    path = make_env_file("LD_PRELOAD=/x.so\n")
+    with pytest.raises(
+        EnvFileError,
+        match=rf"^env file '{path}' line 1: a key matching LD_\* may not be set from an env file$",
+    ):
+        resolve_precreate(proposed([f"NVIDIA_ENV_FROM_FILE={path}"]), config_text, source="c.toml")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        pytest.param(
+            b'{"NVIDIA_ENV_FROM_FILE": ',
+            r"^could not decode OCI spec: .* at line 1 column 26$",
+            id="bad-json",
+        ),
+        pytest.param(
+            b'{"ociVersion": "1", "root": {}, "x": "NVIDIA_ENV_FROM_FILE"}',
+            r"^Process is empty in OCI spec$",
+            id="no-process",
+        ),
+    ],
+)
+def test_resolve_precreate_bad_spec(config_text: str, raw: bytes, message: str) -> None:
+    """A spec that may name an env file but cannot be decoded is refused with the hook's message."""
+    with pytest.raises(SpecError, match=message):
+        resolve_precreate(raw, config_text, source="c.toml")
+
+
+def test_load_proposed_spec_bounded() -> None:
+    """More than MAX_SPEC_BYTES on stdin is refused."""
+    from hook.bundle import MAX_SPEC_BYTES
+
+    with pytest.raises(
+        SpecError, match=rf"^could not decode OCI spec: stdin holds more than {MAX_SPEC_BYTES} bytes$"
+    ):
+        load_proposed_spec(io.BytesIO(b" " * (MAX_SPEC_BYTES + 1)))
+
+
+# --- the stage as a process ------------------------------------------------------------------------------
+
+
+def run_stage(config: Path, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -I -m hook -config CONFIG precreate`` with an empty environment, as podman may."""
+    return subprocess.run(
+        [sys.executable, "-I", "-m", "hook", "-config", str(config), "precreate"],
+        input=stdin,
+        capture_output=True,
+        env={},
+        timeout=30,
+        check=False,
+    )
+
+
+def test_precreate_process_merges(
+    tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile
+) -> None:
+    """stdout carries the edited config and nothing else; stderr stays empty."""
+    path = make_env_file("USER_CUSTOM_ENV=hello\n")
+    config = make_config(f'[env-file]\ndirectories = ["{path.parent}"]\n')
+    proc = run_stage(config, proposed([f"NVIDIA_ENV_FROM_FILE={path}"]))
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert json.loads(proc.stdout)["process"]["env"] == [
+        f"NVIDIA_ENV_FROM_FILE={path}",
+        "USER_CUSTOM_ENV=hello",
+    ]
+
+
+def test_precreate_process_echoes(tmp_path: Path, make_config: MakeConfig) -> None:
+    """A config that names no env file comes back byte for byte."""
+    raw = b'{"ociVersion": "1.0.2", "process": {"env": ["A=1"]}, "root": {"path": "r"}}\n'
+    proc = run_stage(make_config(), raw)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, raw, b"")
+
+
+def test_precreate_process_refused(
+    tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile
+) -> None:
+    """A refusal: exit 1, one line on stderr, nothing on stdout (podman then refuses the container)."""
+    path = make_env_file("NVIDIA_VISIBLE_DEVICES=0\n")
+    path.chmod(0o646)
+    config = make_config(f'[env-file]\ndirectories = ["{path.parent}"]\n')
+    proc = run_stage(config, proposed([f"NVIDIA_ENV_FROM_FILE={path}"]))
+    assert (proc.returncode, proc.stdout) == (1, b"")
+    assert proc.stderr.decode() == f"env file '{path}': must not be group- or world-writable (mode 0646)\n"
+
+
+# --- packaging/oci-hooks.d -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "stage"),
+    [
+        pytest.param(paths.HOOK_JSON_NAME, "prestart", id="prestart"),
+        pytest.param(paths.PRECREATE_JSON_NAME, "precreate", id="precreate"),
+    ],
+)
+def test_oci_hooks_json(name: str, stage: str) -> None:
+    """Each shipped hook JSON is the 1.0.0 format, runs the installed wrapper with full args and a fixed PATH."""
+    document = json.loads((HOOKS_DIR / name).read_text())
+    assert document == {
+        "version": "1.0.0",
+        "hook": {
+            "path": paths.HOOK_WRAPPER,
+            "args": [paths.HOOK_WRAPPER, stage],
+            "env": [f"PATH={paths.FIXED_PATH}"],
+        },
+        "when": {"always": True, "commands": [".*"]},
+        "stages": [stage],
+    }
