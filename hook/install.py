@@ -137,15 +137,16 @@ def build_wrapper(name: str, entry: str, *, python: str, keep: tuple[str, ...], 
 
 
 def build_hook_json(stage: str) -> dict[str, Any]:
-    """Build the oci-hooks.d 1.0.0 document that runs the hook wrapper at ``stage`` for every container."""
+    """Build the oci-hooks.d 1.0.0 document that runs the hook wrapper at ``stage`` for every container
+    (the same document as ``packaging/oci-hooks.d``, which a test keeps equal)."""
     return {
         "version": "1.0.0",
         "hook": {
             "path": paths.HOOK_WRAPPER,
-            "args": ["gpu-env-hook", stage],
+            "args": [paths.HOOK_WRAPPER, stage],
             "env": [f"PATH={paths.FIXED_PATH}"],
         },
-        "when": {"always": True},
+        "when": {"always": True, "commands": [".*"]},
         "stages": [stage],
     }
 
@@ -383,7 +384,8 @@ def build_plan(options: InstallOptions) -> Plan:
     if engine == "docker":
         where = rooted(root, paths.DOCKER_DAEMON_JSON)
         data = merge_daemon_json(read_file(where), where)
-        files.append(PlannedFile(paths.DOCKER_DAEMON_JSON, data, CONFIG_MODE, DOCKER_MERGE))
+        mode = stat.S_IMODE(os.stat(where).st_mode) if os.path.isfile(where) else CONFIG_MODE
+        files.append(PlannedFile(paths.DOCKER_DAEMON_JSON, data, mode, DOCKER_MERGE))
         notes.append(
             f"next: reload dockerd (systemctl reload docker, or SIGHUP) to load the runtime; then "
             f"`docker run --runtime={paths.RUNTIME_HANDLER} ...`"
@@ -553,6 +555,17 @@ def write_previous(where: str, previous: dict[str, Any]) -> None:
     write_atomic(where, base64.b64decode(previous["data"]), mode=previous["mode"], owner=owner)
 
 
+def kept_owner(where: str) -> tuple[int, int] | None:
+    """Return the owner a replaced file keeps (only root can give a file to someone else)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        st = os.lstat(where)
+    except FileNotFoundError:
+        return None
+    return (st.st_uid, st.st_gid) if stat.S_ISREG(st.st_mode) else None
+
+
 def remove_file(where: str) -> None:
     """Remove a file; one that is already gone is fine."""
     try:
@@ -586,7 +599,8 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     write_atomic(rooted(root, manifest_at), manifest_data, mode=0o600)
     lines = [f"created directory {rooted(root, directory)}" for directory in created]
     for planned in plan.files:
-        write_atomic(rooted(root, planned.path), planned.data, mode=planned.mode)
+        where = rooted(root, planned.path)
+        write_atomic(where, planned.data, mode=planned.mode, owner=kept_owner(where))
         lines.append(f"wrote {rooted(root, planned.path)}")
     for entry in reversed(stale):
         lines += undo_file(entry, root, others)
@@ -623,7 +637,7 @@ def undo_file(
                 remove_file(where)
             return [f"{verb}remove {where}"]
         if not dry_run:
-            write_atomic(where, data)
+            write_atomic(where, data, owner=kept_owner(where))
         return [f"{verb}{'restore' if data == before else 'take our runtime out of'} {where}"]
     if current is None or sha256(current) != entry["sha256"]:
         return [f"left {where}: changed since install; remove it by hand if nothing needs it"]

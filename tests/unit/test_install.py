@@ -1,0 +1,693 @@
+"""install / uninstall: what each engine gets, the wrappers' isolation, and that uninstall undoes it exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hook import paths
+from hook.install import (
+    HOOK_ENTRY,
+    HOOK_KEEP_ENV,
+    RUNTIME_KEEP_ENV,
+    InstallError,
+    InstallOptions,
+    build_containerd_dropin,
+    build_crio_dropin,
+    build_hook_json,
+    build_wrapper,
+    containerd_imports_dropin,
+    merge_daemon_json,
+    resolve_containerd_version,
+    rooted,
+    unmerge_daemon_json,
+    write_install,
+    write_uninstall,
+)
+from hook.schema import validate_document
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
+OTHER_DAEMON_JSON = b'{\n  "log-driver": "json-file",\n  "runtimes": {"other": {"path": "/opt/other"}}\n}\n'
+CONTAINERD_V2 = b'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:3.9"\n'
+CONTAINERD_V3_IMPORTS = b'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+
+Snapshot = dict[str, tuple[Any, ...]]
+
+
+def snapshot(root: Path) -> Snapshot:
+    """Record every path under root: kind, mode, owner and content (or link target)."""
+    found: Snapshot = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            found[rel] = ("link", str(path.readlink()))
+        elif path.is_dir():
+            found[rel] = ("dir", st.st_mode, st.st_uid, st.st_gid)
+        else:
+            found[rel] = ("file", st.st_mode, st.st_uid, st.st_gid, path.read_bytes())
+    return found
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    """A node's / with a daemon.json holding other keys, a containerd config and NVIDIA's hook on PATH."""
+    root = tmp_path / "node"
+    (root / "etc/docker").mkdir(parents=True)
+    (root / "etc/docker/daemon.json").write_bytes(OTHER_DAEMON_JSON)
+    (root / "etc/docker/daemon.json").chmod(0o600)
+    (root / "etc/containerd").mkdir(parents=True)
+    (root / "etc/containerd/config.toml").write_bytes(CONTAINERD_V2)
+    (root / "usr/local/bin").mkdir(parents=True)
+    (root / "usr/local/bin/nvidia-container-runtime-hook").symlink_to("/usr/bin/nvidia-container-toolkit")
+    (root / "etc/nvidia-container-runtime").mkdir(parents=True)
+    (root / "etc/nvidia-container-runtime/config.toml").write_text("")
+    return root
+
+
+Install = Callable[..., list[str]]
+
+
+@pytest.fixture
+def install(node: Path) -> Install:
+    """Install into the node with this interpreter and the given options."""
+
+    def run(engine: str, **options: Any) -> list[str]:
+        return write_install(InstallOptions(engine=engine, python=PYTHON, root=str(node), **options))
+
+    return run
+
+
+# --- what each engine gets -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "expected"),
+    [
+        pytest.param(
+            "podman",
+            {},
+            {
+                paths.HOOK_WRAPPER,
+                paths.RUNTIME_WRAPPER,
+                "/usr/share/containers/oci/hooks.d/gpu-env-hook.json",
+            },
+            id="podman-hook-json",
+        ),
+        pytest.param(
+            "podman",
+            {"precreate": True, "as_nvidia_hook": True},
+            {
+                paths.HOOK_WRAPPER,
+                paths.RUNTIME_WRAPPER,
+                paths.NVIDIA_HOOK_ALIAS,
+                "/usr/share/containers/oci/hooks.d/gpu-env-hook.json",
+                "/usr/share/containers/oci/hooks.d/gpu-env-hook-precreate.json",
+            },
+            id="podman-precreate-and-nvidia-alias",
+        ),
+        pytest.param(
+            "podman",
+            {"hooks_dir": "/etc/containers/oci/hooks.d"},
+            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, "/etc/containers/oci/hooks.d/gpu-env-hook.json"},
+            id="podman-other-hooks-dir",
+        ),
+        pytest.param(
+            "crio",
+            {},
+            {
+                paths.HOOK_WRAPPER,
+                paths.RUNTIME_WRAPPER,
+                "/usr/share/containers/oci/hooks.d/gpu-env-hook.json",
+                "/etc/crio/crio.conf.d/99-gpu-env-hook.conf",
+            },
+            id="crio-hook-json-and-dropin",
+        ),
+        pytest.param(
+            "containerd",
+            {},
+            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, "/etc/containerd/conf.d/gpu-env-hook.toml"},
+            id="containerd-dropin",
+        ),
+        pytest.param(
+            "docker",
+            {"as_nvidia_hook": True},
+            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, paths.NVIDIA_HOOK_ALIAS, paths.DOCKER_DAEMON_JSON},
+            id="docker-daemon-json-and-nvidia-alias",
+        ),
+    ],
+)
+def test_install_writes_the_engines_files(
+    node: Path, install: Install, engine: str, options: dict[str, Any], expected: set[str]
+) -> None:
+    """Each engine gets the wrappers plus its own config, and the manifest lists exactly those files."""
+    install(engine, **options)
+    manifest = json.loads((node / f"var/lib/gpu-env-hook/install-{engine}.json").read_text())
+    assert {entry["path"] for entry in manifest["files"]} == expected
+    for path in expected:
+        assert Path(rooted(str(node), path)).is_file()
+    assert validate_document(manifest, "install-manifest") == []
+
+
+def test_hook_json_is_written_last(install: Install) -> None:
+    """Executables come first and the oci-hooks.d JSON last, so podman never sees a hook without its path."""
+    lines = [line for line in install("crio") if line.startswith("wrote ")]
+    assert lines[0].endswith(paths.HOOK_WRAPPER)
+    assert lines[-2].endswith("hooks.d/gpu-env-hook.json")
+    assert lines[-1].endswith("install-crio.json (what uninstall undoes)")
+
+
+@pytest.mark.parametrize("stage", ["prestart", "precreate"])
+def test_hook_json_matches_packaging(stage: str) -> None:
+    """install writes the same oci-hooks.d document as the one shipped in packaging/oci-hooks.d."""
+    name = paths.HOOK_JSON_NAME if stage == "prestart" else paths.PRECREATE_JSON_NAME
+    shipped = json.loads((REPO / "packaging/oci-hooks.d" / name).read_text())
+    assert build_hook_json(stage) == shipped
+    assert validate_document(build_hook_json(stage), "hooks-json") == []
+
+
+def test_wrappers_are_executable_and_hook_json_is_not(node: Path, install: Install) -> None:
+    """Wrappers are 0755; configs are 0644; the manifest (backups of configs) is 0600."""
+    install("podman", as_nvidia_hook=True)
+    for path in (paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, paths.NVIDIA_HOOK_ALIAS):
+        assert Path(rooted(str(node), path)).stat().st_mode & 0o7777 == 0o755
+    assert (node / "usr/share/containers/oci/hooks.d/gpu-env-hook.json").stat().st_mode & 0o7777 == 0o644
+    assert (node / "var/lib/gpu-env-hook/install-podman.json").stat().st_mode & 0o7777 == 0o600
+
+
+# --- containerd, CRI-O, Docker outputs -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "table"),
+    [
+        pytest.param(2, ("io.containerd.grpc.v1.cri", "containerd", "runtimes"), id="version-2"),
+        pytest.param(3, ("io.containerd.cri.v1.runtime", "containerd", "runtimes"), id="version-3"),
+    ],
+)
+def test_containerd_dropin_registers_the_runtime(version: int, table: tuple[str, ...]) -> None:
+    """The drop-in parses as TOML of its version and names the runtime wrapper under the handler."""
+    document = tomllib.loads(build_containerd_dropin(version).decode())
+    assert document["version"] == version
+    runtimes = document["plugins"]
+    for key in table:
+        runtimes = runtimes[key]
+    assert runtimes == {
+        paths.RUNTIME_HANDLER: {
+            "runtime_type": "io.containerd.runc.v2",
+            "options": {"BinaryName": paths.RUNTIME_WRAPPER},
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("main_config", "expected"),
+    [
+        pytest.param(None, 2, id="no-main-config"),
+        pytest.param("", 2, id="empty-main-config"),
+        pytest.param("version = 2\n", 2, id="version-2"),
+        pytest.param("version = 3\n", 3, id="version-3"),
+        pytest.param("version = 1\n", 2, id="version-1-gets-2"),
+    ],
+)
+def test_containerd_version_follows_the_main_config(main_config: str | None, expected: int) -> None:
+    """The drop-in uses version 3 only when the main config is version 3."""
+    assert resolve_containerd_version(main_config, "/etc/containerd/config.toml") == expected
+
+
+def test_containerd_version_refuses_broken_main_config() -> None:
+    """A main config that is not TOML is named; install does not guess."""
+    with pytest.raises(InstallError, match=r"^/x/config.toml: not valid TOML \(.*\); fix it first$"):
+        resolve_containerd_version("version = = 3", "/x/config.toml")
+
+
+@pytest.mark.parametrize(
+    ("main_config", "expected"),
+    [
+        pytest.param(None, False, id="no-main-config"),
+        pytest.param("version = 2\n", False, id="no-imports"),
+        pytest.param('imports = ["/etc/containerd/conf.d/*.toml"]\n', True, id="glob"),
+        pytest.param('imports = ["/etc/containerd/conf.d/gpu-env-hook.toml"]\n', True, id="exact-file"),
+        pytest.param('imports = ["/etc/containerd/other/*.toml"]\n', False, id="other-dir"),
+        pytest.param("imports = [", False, id="broken-toml"),
+    ],
+)
+def test_containerd_imports_detection(main_config: str | None, expected: bool) -> None:
+    """install says to add the imports line only when the main config does not read the drop-in."""
+    assert containerd_imports_dropin(main_config) is expected
+
+
+@pytest.mark.parametrize(
+    ("main_config", "version", "imports_note"),
+    [
+        pytest.param(CONTAINERD_V2, 2, True, id="v2-without-imports"),
+        pytest.param(CONTAINERD_V3_IMPORTS, 3, False, id="v3-with-imports"),
+    ],
+)
+def test_containerd_install_says_what_to_do_next(
+    node: Path, install: Install, main_config: bytes, version: int, imports_note: bool
+) -> None:
+    """install prints the imports line when needed and the restart; it never edits the main config."""
+    (node / "etc/containerd/config.toml").write_bytes(main_config)
+    lines = install("containerd")
+    dropin = tomllib.loads((node / "etc/containerd/conf.d/gpu-env-hook.toml").read_text())
+    assert dropin["version"] == version
+    assert (node / "etc/containerd/config.toml").read_bytes() == main_config
+    imports = "next: add this line at the top of /etc/containerd/config.toml (containerd reads drop-ins only "
+    imports += 'through it): imports = ["/etc/containerd/conf.d/*.toml"]'
+    assert (imports in lines) is imports_note
+    assert any(line.startswith("next: restart containerd") for line in lines)
+
+
+def test_containerd_version_option_wins(node: Path, install: Install) -> None:
+    """--containerd-config-version overrides what the main config says."""
+    install("containerd", containerd_config_version=3)
+    assert tomllib.loads((node / "etc/containerd/conf.d/gpu-env-hook.toml").read_text())["version"] == 3
+
+
+def test_crio_dropin_registers_the_runtime() -> None:
+    """The CRI-O drop-in parses as TOML and names the runtime wrapper as an OCI runtime handler."""
+    document = tomllib.loads(build_crio_dropin().decode())
+    assert document == {
+        "crio": {
+            "runtime": {
+                "runtimes": {
+                    paths.RUNTIME_HANDLER: {"runtime_path": paths.RUNTIME_WRAPPER, "runtime_type": "oci"}
+                }
+            }
+        }
+    }
+
+
+OURS = {"path": paths.RUNTIME_WRAPPER}
+
+
+@pytest.mark.parametrize(
+    ("current", "expected"),
+    [
+        pytest.param(None, {"runtimes": {"gpu-env": OURS}}, id="no-daemon-json"),
+        pytest.param(b"{}", {"runtimes": {"gpu-env": OURS}}, id="empty-object"),
+        pytest.param(
+            OTHER_DAEMON_JSON,
+            {"log-driver": "json-file", "runtimes": {"other": {"path": "/opt/other"}, "gpu-env": OURS}},
+            id="other-keys-kept",
+        ),
+        pytest.param(
+            b'{"runtimes": {"gpu-env": {"path": "/old"}}, "debug": true}',
+            {"runtimes": {"gpu-env": OURS}, "debug": True},
+            id="same-name-replaced",
+        ),
+    ],
+)
+def test_daemon_json_merge(current: bytes | None, expected: dict[str, Any]) -> None:
+    """Our runtime is added under runtimes; no other key changes."""
+    assert json.loads(merge_daemon_json(current, "daemon.json")) == expected
+
+
+@pytest.mark.parametrize(
+    ("current", "message"),
+    [
+        pytest.param(b"{", r"^daemon.json: not valid JSON \(.*\); fix it first$", id="not-json"),
+        pytest.param(b"[]", r"^daemon.json: must hold a JSON object; fix it first$", id="not-object"),
+        pytest.param(
+            b'{"runtimes": []}', r"^daemon.json: runtimes must be an object; fix it first$", id="bad-runtimes"
+        ),
+        pytest.param(
+            b'{"runtimes": {"x": {}}}',
+            r"^daemon.json: would not be valid: \$.runtimes.x: missing required property 'path'$",
+            id="other-runtime-invalid",
+        ),
+    ],
+)
+def test_daemon_json_merge_refuses(current: bytes, message: str) -> None:
+    """A daemon.json install cannot merge into safely is named and left alone."""
+    with pytest.raises(InstallError, match=message):
+        merge_daemon_json(current, "daemon.json")
+
+
+@pytest.mark.parametrize(
+    ("previous", "edit", "expected"),
+    [
+        pytest.param(None, None, None, id="created-then-removed"),
+        pytest.param(OTHER_DAEMON_JSON, None, OTHER_DAEMON_JSON, id="restored-byte-for-byte"),
+        pytest.param(
+            b'{"runtimes": {"gpu-env": {"path": "/old"}}}',
+            None,
+            b'{"runtimes": {"gpu-env": {"path": "/old"}}}',
+            id="earlier-value-restored",
+        ),
+        pytest.param(
+            OTHER_DAEMON_JSON,
+            {"debug": True},
+            {"log-driver": "json-file", "runtimes": {"other": {"path": "/opt/other"}}, "debug": True},
+            id="later-edit-kept",
+        ),
+        pytest.param(None, {"debug": True}, {"debug": True}, id="created-then-edited"),
+        pytest.param(b"{}", {"debug": True}, {"debug": True}, id="empty-runtimes-dropped"),
+    ],
+)
+def test_daemon_json_unmerge(
+    previous: bytes | None, edit: dict[str, Any] | None, expected: bytes | dict[str, Any] | None
+) -> None:
+    """Uninstall takes out only our runtime: the file comes back as it was, keeping edits made since."""
+    merged = json.loads(merge_daemon_json(previous, "daemon.json"))
+    current = json.dumps({**merged, **(edit or {})}).encode()
+    result = unmerge_daemon_json(current, previous, "daemon.json")
+    if isinstance(expected, dict):
+        assert result is not None
+        assert json.loads(result) == expected
+    else:
+        assert result == expected
+
+
+# --- the wrappers ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> Path:
+    """An executable that prints its arguments and its environment, standing in for the interpreter."""
+    path = tmp_path / "bin dir" / "python's"
+    path.parent.mkdir()
+    path.write_text('#!/bin/sh\nfor a in "$@"; do echo "arg=$a"; done\nenv | sort | sed "s/^/env=/"\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("keep", "config", "caller", "expected_env"),
+    [
+        pytest.param(
+            HOOK_KEEP_ENV,
+            None,
+            {"LD_PRELOAD": "/evil.so", "PYTHONPATH": "/evil", "HOME": "/root", "XDG_CONFIG_HOME": "/xdg"},
+            {"PATH": paths.FIXED_PATH, "XDG_CONFIG_HOME": "/xdg"},
+            id="hook-drops-everything-but-config-lookup",
+        ),
+        pytest.param(
+            HOOK_KEEP_ENV,
+            None,
+            {"NVIDIA_CTK_CONFIG_FILE_PATH": "/etc/x.toml", "XDG_CONFIG_HOME": ""},
+            {"PATH": paths.FIXED_PATH, "NVIDIA_CTK_CONFIG_FILE_PATH": "/etc/x.toml"},
+            id="empty-variable-dropped",
+        ),
+        pytest.param(
+            HOOK_KEEP_ENV,
+            "/etc/my config.toml",
+            {"NVIDIA_CTK_CONFIG_FILE_PATH": "/elsewhere.toml", "PATH": "/evil"},
+            {"PATH": paths.FIXED_PATH, "NVIDIA_CTK_CONFIG_FILE_PATH": "/etc/my config.toml"},
+            id="baked-config-wins",
+        ),
+        pytest.param(
+            RUNTIME_KEEP_ENV,
+            None,
+            {"NOTIFY_SOCKET": "/run/n.sock", "XDG_RUNTIME_DIR": "/run/user/0", "LD_LIBRARY_PATH": "/evil"},
+            {"PATH": paths.FIXED_PATH, "NOTIFY_SOCKET": "/run/n.sock", "XDG_RUNTIME_DIR": "/run/user/0"},
+            id="runtime-keeps-what-runc-needs",
+        ),
+    ],
+)
+def test_wrapper_runs_isolated_with_a_minimal_environment(
+    tmp_path: Path,
+    fake_python: Path,
+    keep: tuple[str, ...],
+    config: str | None,
+    caller: dict[str, str],
+    expected_env: dict[str, str],
+) -> None:
+    """The wrapper runs the fixed interpreter with -I and only PATH plus the kept variables."""
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_bytes(build_wrapper("w", HOOK_ENTRY, python=str(fake_python), keep=keep, config=config))
+    wrapper.chmod(0o755)
+    proc = subprocess.run(
+        [str(wrapper), "prestart", "a b"], env=caller, capture_output=True, text=True, check=True
+    )
+    lines = proc.stdout.splitlines()
+    args = [line[4:] for line in lines if line.startswith("arg=")]
+    env = dict(line[4:].split("=", 1) for line in lines if line.startswith("env="))
+    assert args == ["-I", "-c", "from hook.__main__ import main; raise SystemExit(main())", "prestart", "a b"]
+    env.pop("PWD", None)  # set by the fake interpreter's own shell
+    assert env == expected_env
+
+
+def test_installed_wrapper_ignores_a_shadowing_pythonpath(
+    node: Path, install: Install, tmp_path: Path
+) -> None:
+    """A PYTHONPATH holding another ``hook`` package changes nothing: the installed hook still runs."""
+    shadow = tmp_path / "shadow" / "hook"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise SystemExit('shadowed')\n")
+    (shadow / "__main__.py").write_text("raise SystemExit('shadowed')\n")
+    install("podman")
+    wrapper = rooted(str(node), paths.HOOK_WRAPPER)
+    env = {"PYTHONPATH": str(shadow.parent), "PYTHONHOME": "/nonexistent", "PYTHONSTARTUP": str(shadow)}
+    proc = subprocess.run(
+        [wrapper, "-version"], env=env, cwd=shadow.parent, capture_output=True, text=True, check=False
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "gpu-env-hook version 0.1.0\n", "")
+
+
+# --- install then uninstall ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("installs", "uninstalls"),
+    [
+        pytest.param([("podman", {})], ["podman"], id="podman"),
+        pytest.param([("podman", {"precreate": True, "as_nvidia_hook": True})], ["podman"], id="podman-all"),
+        pytest.param([("crio", {})], ["crio"], id="crio"),
+        pytest.param([("containerd", {})], ["containerd"], id="containerd"),
+        pytest.param([("docker", {"as_nvidia_hook": True})], ["docker"], id="docker-alias-replaced"),
+        pytest.param([("docker", {}), ("docker", {})], ["docker"], id="docker-installed-twice"),
+        pytest.param(
+            [("podman", {"precreate": True}), ("podman", {})], ["podman"], id="reinstall-drops-precreate"
+        ),
+        pytest.param(
+            [("podman", {}), ("crio", {}), ("docker", {}), ("containerd", {})],
+            ["docker", "podman", "containerd", "crio"],
+            id="four-engines-shuffled",
+        ),
+        pytest.param(
+            [("podman", {}), ("crio", {})],
+            ["podman", "crio"],
+            id="shared-hook-json-first-installed-first-out",
+        ),
+        pytest.param(
+            [("podman", {}), ("crio", {})], ["crio", "podman"], id="shared-hook-json-last-installed-first-out"
+        ),
+    ],
+)
+def test_uninstall_leaves_the_node_as_it_was(
+    node: Path, install: Install, installs: list[tuple[str, dict[str, Any]]], uninstalls: list[str]
+) -> None:
+    """install then uninstall, in any order and for any engines, leaves the tree byte for byte as before."""
+    before = snapshot(node)
+    for engine, options in installs:
+        install(engine, **options)
+    assert snapshot(node) != before
+    for engine in uninstalls:
+        write_uninstall(engine, str(node))
+    assert snapshot(node) == before
+
+
+def test_uninstall_restores_a_replaced_file_with_mode_and_owner(node: Path, install: Install) -> None:
+    """A file install replaced comes back with its bytes, mode and owner."""
+    alias = node / "usr/local/bin/nvidia-container-runtime-hook"
+    alias.unlink()
+    alias.write_bytes(b"#!/bin/sh\nexit 0\n")
+    alias.chmod(0o750)
+    os.chown(alias, 12, 34)
+    before = snapshot(node)
+    install("podman", as_nvidia_hook=True)
+    assert b"gpu-env-hook install" in alias.read_bytes()
+    write_uninstall("podman", str(node))
+    assert snapshot(node) == before
+
+
+def test_uninstall_keeps_edits_made_since(node: Path, install: Install) -> None:
+    """A wrapper changed since install is left and named; daemon.json keeps keys added since."""
+    install("docker")
+    wrapper = Path(rooted(str(node), paths.HOOK_WRAPPER))
+    wrapper.write_text("#!/bin/sh\n# mine now\n")
+    daemon = node / "etc/docker/daemon.json"
+    daemon.write_text(json.dumps({**json.loads(daemon.read_text()), "debug": True}))
+    lines = write_uninstall("docker", str(node))
+    assert f"left {wrapper}: changed since install; remove it by hand if nothing needs it" in lines
+    assert wrapper.read_text() == "#!/bin/sh\n# mine now\n"
+    assert json.loads(daemon.read_text()) == {**json.loads(OTHER_DAEMON_JSON), "debug": True}
+    assert not (node / "var/lib/gpu-env-hook").exists()
+
+
+def test_dry_run_writes_nothing(node: Path) -> None:
+    """--dry-run prints each file it would write and leaves the tree untouched."""
+    before = snapshot(node)
+    options = InstallOptions(engine="docker", python=PYTHON, root=str(node), as_nvidia_hook=True)
+    lines = write_install(options, dry_run=True)
+    assert snapshot(node) == before
+    written = [line for line in lines if line.startswith("would write ")]
+    assert written == [
+        f"would write {node}{paths.HOOK_WRAPPER} (mode 0755):",
+        f"would write {node}{paths.RUNTIME_WRAPPER} (mode 0755):",
+        f"would write {node}{paths.NVIDIA_HOOK_ALIAS} (mode 0755):",
+        f"would write {node}{paths.DOCKER_DAEMON_JSON} (mode 0600):",
+        f"would write {node}/var/lib/gpu-env-hook/install-docker.json (what uninstall undoes)",
+    ]
+    assert '            "gpu-env": {' in lines
+
+
+def test_uninstall_dry_run_changes_nothing(node: Path, install: Install) -> None:
+    """uninstall --dry-run says what it would do and does none of it."""
+    install("crio")
+    before = snapshot(node)
+    lines = write_uninstall("crio", str(node), dry_run=True)
+    assert snapshot(node) == before
+    assert f"would remove {node}/etc/crio/crio.conf.d/99-gpu-env-hook.conf" in lines
+
+
+# --- refusals --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param(
+            {"engine": "lxc"}, r"^--engine lxc: must be one of podman, crio, containerd, docker$", id="engine"
+        ),
+        pytest.param(
+            {"engine": "docker", "precreate": True},
+            r"^--precreate: only podman runs precreate hooks; use it with --engine podman$",
+            id="precreate-not-podman",
+        ),
+        pytest.param(
+            {"engine": "podman", "hooks_dir": "hooks.d"},
+            r"^--hooks-dir hooks.d: must be an absolute path$",
+            id="hooks-dir-relative",
+        ),
+        pytest.param(
+            {"engine": "podman", "config": "config.toml"},
+            r"^--config config.toml: must be an absolute path$",
+            id="config-relative",
+        ),
+        pytest.param(
+            {"engine": "podman", "config": "/etc/none.toml"},
+            r"^--config /etc/none.toml: no file at .*/node/etc/none.toml$",
+            id="config-missing",
+        ),
+        pytest.param(
+            {"engine": "podman", "python": "python3"},
+            r"^--python python3: must be an absolute path$",
+            id="python-relative",
+        ),
+    ],
+)
+def test_install_refusals(node: Path, options: dict[str, Any], message: str) -> None:
+    """Wrong options are refused with one line naming the option, before anything is written."""
+    before = snapshot(node)
+    with pytest.raises(InstallError, match=message):
+        write_install(InstallOptions(**{"python": PYTHON, "root": str(node), **options}))
+    assert snapshot(node) == before
+
+
+def test_install_refuses_a_missing_interpreter_on_this_node() -> None:
+    """On the node itself (root /) the wrappers' interpreter must exist."""
+    options = InstallOptions(engine="podman", python="/nonexistent/python3", root="/")
+    with pytest.raises(InstallError, match=r"^--python /nonexistent/python3: no executable file there$"):
+        write_install(options, dry_run=True)
+
+
+def test_install_warns_about_an_interpreter_not_yet_under_root(node: Path) -> None:
+    """Under another root (image build, DaemonSet) a missing interpreter is a warning, not a refusal."""
+    lines = write_install(InstallOptions(engine="podman", python="/opt/py/bin/python3", root=str(node)))
+    assert (
+        f"warning: no executable at {node}/opt/py/bin/python3 yet; the wrappers run /opt/py/bin/python3"
+        in lines
+    )
+
+
+def test_install_refuses_to_overwrite_another_engines_different_wrapper(node: Path, install: Install) -> None:
+    """Two engines share the wrappers, so they must be installed with the same options."""
+    install("podman")
+    before = snapshot(node)
+    with pytest.raises(
+        InstallError,
+        match=(
+            r"^/usr/local/libexec/gpu-env-hook/gpu-env-hook: `install --engine podman` wrote it with other "
+            r"options; install with the same options, or uninstall --engine podman first$"
+        ),
+    ):
+        install("docker", config="/etc/nvidia-container-runtime/config.toml")
+    assert snapshot(node) == before
+
+
+def test_install_refuses_a_directory_in_the_way(node: Path, install: Install) -> None:
+    """A directory where a file goes is named, not replaced."""
+    (node / "etc/crio/crio.conf.d/99-gpu-env-hook.conf").mkdir(parents=True)
+    with pytest.raises(
+        InstallError,
+        match=rf"^{node}/etc/crio/crio.conf.d/99-gpu-env-hook.conf: exists and is not a regular file; move it away first$",
+    ):
+        install("crio")
+
+
+def test_uninstall_refuses_when_not_installed(node: Path) -> None:
+    """uninstall without a manifest says so."""
+    with pytest.raises(
+        InstallError,
+        match=rf"^--engine crio: not installed under {node} \(no {node}/var/lib/gpu-env-hook/install-crio.json\)$",
+    ):
+        write_uninstall("crio", str(node))
+
+
+def test_uninstall_refuses_a_manifest_it_did_not_write(node: Path) -> None:
+    """A damaged manifest is named; nothing is removed on its say-so."""
+    (node / "var/lib/gpu-env-hook").mkdir(parents=True)
+    (node / "var/lib/gpu-env-hook/install-crio.json").write_text(
+        '{"version": 1, "engine": "crio", "files": []}'
+    )
+    with pytest.raises(
+        InstallError,
+        match=(
+            rf"^{node}/var/lib/gpu-env-hook/install-crio.json: not a manifest install wrote "
+            r"\(\$: missing required property 'directories'\); remove it by hand$"
+        ),
+    ):
+        write_uninstall("crio", str(node))
+
+
+# --- the command line ------------------------------------------------------------------------------------
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -I -m hook ARGS``."""
+    return subprocess.run(
+        [PYTHON, "-I", "-m", "hook", *args], capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def test_cli_install_and_uninstall(node: Path) -> None:
+    """The commands are wired into gpu-env-hook: install prints what it wrote, uninstall undoes it."""
+    before = snapshot(node)
+    proc = run_cli("install", "--engine", "crio", "--root", str(node))
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {node}{paths.HOOK_WRAPPER}" in proc.stdout.splitlines()
+    proc = run_cli("uninstall", "--engine", "crio", "--root", str(node))
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(node) == before
+
+
+def test_cli_install_error_is_one_line(node: Path) -> None:
+    """A refusal is one line on stderr with exit status 1."""
+    proc = run_cli("install", "--engine", "crio", "--precreate", "--root", str(node))
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert (
+        proc.stderr
+        == "gpu-env-hook: --precreate: only podman runs precreate hooks; use it with --engine podman\n"
+    )
