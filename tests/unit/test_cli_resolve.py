@@ -1,0 +1,199 @@
+"""Differential: ``resolve --json`` agrees with what the real hook does on the same bundle, case by case."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from conftest import MakeBundle, MakeConfig, MakeEnvFile, RunHook
+
+
+class Case(NamedTuple):
+    """A container and a node configuration to run through the hook and through ``resolve``."""
+
+    env: list[str]
+    extra: str = ""
+    env_file: str | None = None
+    annotations: dict[str, str] | None = None
+    privileged: bool = False
+    mounts: list[dict[str, str]] | None = None
+    flags: tuple[str, ...] = ()
+    cli: str = ""
+
+
+FILE = "NVIDIA_ENV_FROM_FILE={file}"
+POD = {"io.kubernetes.cri.sandbox-uid": "pod-1", "io.kubernetes.cri.container-name": "main"}
+DEVICE_MOUNT = {"source": "/dev/null", "destination": "/var/run/nvidia-container-devices/3"}
+
+CASES = [
+    pytest.param(Case(["NVIDIA_VISIBLE_DEVICES=0,1"]), id="devices"),
+    pytest.param(
+        Case(["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,video"]), id="all-caps"
+    ),
+    pytest.param(Case(["NVIDIA_VISIBLE_DEVICES=none"]), id="none"),
+    pytest.param(Case(["NVIDIA_VISIBLE_DEVICES=void"]), id="void-not-gpu"),
+    pytest.param(Case(["A=1"]), id="no-request"),
+    pytest.param(Case(["CUDA_VERSION=11.0"]), id="legacy-cuda-image"),
+    pytest.param(
+        Case(
+            ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=11.0 brand=tesla", "NVIDIA_REQUIRE_X=a"]
+        ),
+        id="requirements",
+    ),
+    pytest.param(
+        Case(["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=11.0"], extra="disable-require = true"),
+        id="disable-require",
+    ),
+    pytest.param(
+        Case(["NVIDIA_VISIBLE_DEVICES=0"], extra='supported-driver-capabilities = "utility"'),
+        id="caps-limited",
+    ),
+    pytest.param(
+        Case(["NVIDIA_VISIBLE_DEVICES=0"], flags=("-debug",)),
+        id="debug-flag",
+    ),
+    pytest.param(
+        Case(
+            ["NVIDIA_VISIBLE_DEVICES=0"],
+            cli="load-kmods = false\nno-cgroups = true\nuser = 'root:video'\nldcache = '/x'",
+        ),
+        id="cli-options",
+    ),
+    pytest.param(Case(["SWARM_GPUS=2,3"], extra='swarm-resource = "SWARM_GPUS"'), id="swarm-resource"),
+    pytest.param(
+        Case(["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=1"], privileged=True), id="imex-channels"
+    ),
+    pytest.param(
+        Case([], extra="accept-nvidia-visible-devices-as-volume-mounts = true", mounts=[DEVICE_MOUNT]),
+        id="volume-mount",
+    ),
+    pytest.param(
+        Case(["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_MIG_CONFIG_DEVICES=all"]), id="mig-unprivileged-refused"
+    ),
+    pytest.param(Case(["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"]), id="cdi-name-refused"),
+    pytest.param(
+        Case(
+            ["NVIDIA_VISIBLE_DEVICES=fake0,fake1", FILE],
+            env_file="NVIDIA_VISIBLE_DEVICES=0,1\nUSER_CUSTOM_ENV=hello\n",
+        ),
+        id="env-file-devices",
+    ),
+    pytest.param(Case([FILE], env_file="LD_PRELOAD=/x.so\n"), id="env-file-refused-key"),
+    pytest.param(
+        Case([FILE], env_file="GPU_ENV_HOOK_POD_UID=pod-1\nNVIDIA_VISIBLE_DEVICES=2\n", annotations=POD),
+        id="env-file-pinned",
+    ),
+    pytest.param(
+        Case([FILE], env_file="GPU_ENV_HOOK_POD_UID=pod-2\nNVIDIA_VISIBLE_DEVICES=2\n", annotations=POD),
+        id="env-file-pin-mismatch",
+    ),
+    pytest.param(
+        Case(
+            [FILE],
+            extra="accept-nvidia-visible-devices-envvar-when-unprivileged = false",
+            env_file="GPU_ENV_HOOK_POD_UID=pod-1\nNVIDIA_VISIBLE_DEVICES=2\n",
+            annotations=POD,
+        ),
+        id="env-file-pinned-unprivileged",
+    ),
+    pytest.param(
+        Case(
+            [FILE],
+            extra="accept-nvidia-visible-devices-envvar-when-unprivileged = false",
+            env_file="NVIDIA_VISIBLE_DEVICES=2\n",
+        ),
+        id="env-file-unpinned-unprivileged",
+    ),
+    pytest.param(
+        Case(["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_ENV_FROM_FILE=/etc/passwd"]), id="env-file-outside"
+    ),
+    pytest.param(
+        Case(
+            ["NVIDIA_VISIBLE_DEVICES=fake0", FILE],
+            env_file="NVIDIA_VISIBLE_DEVICES=1\n",
+            flags=("-env-only",),
+        ),
+        id="env-only",
+    ),
+]
+
+
+REFUSED = ("mig-unprivileged-refused", "cdi-name-refused", "env-file-refused-key", "env-file-pin-mismatch")
+EXPECTED = {
+    **{str(param.id): "gpu" for param in CASES},
+    **dict.fromkeys((*REFUSED, "env-file-outside"), "refused"),
+    **dict.fromkeys(("void-not-gpu", "no-request", "env-file-unpinned-unprivileged"), "not-gpu"),
+    "env-only": "env-only",
+}
+
+
+def request_id(request: pytest.FixtureRequest) -> str:
+    """Return the id of the current parametrized case."""
+    return str(request.node.callspec.id)
+
+
+def resolve_json(
+    bundle: Path, config: Path, state: Path, flags: tuple[str, ...]
+) -> tuple[int, dict[str, Any]]:
+    """Run ``python -I -m hook -config FILE resolve --json`` with the environment run_hook gives the hook."""
+    options = [f"--{flag.lstrip('-')}" for flag in flags]
+    argv = [sys.executable, "-I", "-m", "hook", "-config", str(config), "resolve", "--bundle", str(bundle)]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "XDG_CONFIG_HOME": str(bundle / "no-xdg")}
+    proc = subprocess.run(
+        [*argv, "--state", str(state), "--json", *options],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="env files must be root-owned")
+@pytest.mark.parametrize("case", CASES)
+def test_resolve_agrees_with_the_hook(
+    case: Case,
+    tmp_path: Path,
+    make_bundle: MakeBundle,
+    make_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    run_hook: RunHook,
+    request: pytest.FixtureRequest,
+) -> None:
+    """resolve's outcome, cli argv and error equal what the hook did and what the stand-in cli received."""
+    file_path = (
+        make_env_file(case.env_file) if case.env_file is not None else tmp_path / "nvidia-env" / "none.env"
+    )
+    env = [entry.format(file=file_path) for entry in case.env]
+    bundle = make_bundle(env, privileged=case.privileged, mounts=case.mounts, annotations=case.annotations)
+    config = make_config(
+        cli=case.cli, extra=f'{case.extra}\n[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n'
+    )
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"pid": 4242, "bundle": str(bundle)}), encoding="utf-8")
+
+    code, document = resolve_json(bundle, config, state, case.flags)
+    # resolve reads and writes nothing, so running it first cannot change what the hook sees.
+    run = run_hook(bundle, config=config, flags=list(case.flags))
+
+    assert document["version"] == 1
+    assert document["outcome"] == EXPECTED[request_id(request)]
+    assert code == run.returncode
+    if document["outcome"] == "gpu":
+        assert run.cli_argv == document["cli"]["argv"]
+        assert run.record is not None
+        assert document["cli"]["env_added"].items() <= run.record["env"].items()
+    else:
+        assert run.record is None
+    if document["outcome"] == "refused":
+        assert run.stderr.splitlines()[-1] == document["error"]
+        assert run.spec_after == run.spec_before
+    else:
+        assert document["error"] is None
+        assert (run.spec_after != run.spec_before) == document["env_changed"]
