@@ -16,6 +16,8 @@ from hook.errors import EnvFileError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from hook.config import EnvFileSettings
 
 REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
@@ -209,7 +211,7 @@ def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, 
 
     import io
 
-    from dotenv.parser import parse_stream
+    parse_stream = load_dotenv_parser().parse_stream
 
     values: dict[str, str] = {}
     reserved: dict[str, str] = {}
@@ -236,6 +238,38 @@ def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, 
         else:
             values[key] = binding.value
     return values, reserved
+
+
+def load_dotenv_parser() -> ModuleType:
+    """Return python-dotenv's ``dotenv.parser`` module without running the package's ``__init__``.
+
+    ``import dotenv.parser`` first runs ``dotenv/__init__.py``, which imports ``dotenv.main`` (logging,
+    tempfile, pathlib, ...) for file helpers the hook never uses: that costs about three interpreter starts.
+    parser.py itself needs only codecs, re and typing. It is the same file, loaded by the standard source
+    loader; a relative import in a future version would still work (it would import the package normally).
+    """
+    import sys
+
+    module = sys.modules.get("dotenv.parser")
+    if module is not None:
+        return module
+    from importlib.machinery import PathFinder, SourceFileLoader
+
+    spec = PathFinder.find_spec("dotenv")
+    locations = spec.submodule_search_locations if spec is not None else None
+    if not locations:
+        import dotenv.parser
+
+        return dotenv.parser
+    path = os.path.join(locations[0], "parser.py")
+    loader = SourceFileLoader("dotenv.parser", path)
+    module = type(sys)("dotenv.parser")
+    module.__file__ = path
+    module.__package__ = "dotenv"
+    module.__loader__ = loader
+    loader.exec_module(module)
+    sys.modules["dotenv.parser"] = module  # the package, if ever imported, reuses this very module
+    return module
 
 
 def refused_key_rule(key: str, variable: str) -> str | None:
