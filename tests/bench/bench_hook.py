@@ -1,7 +1,9 @@
 """Benchmark: the hook's prestart as a whole process against the bare interpreter (``make bench``).
 
-Times ``<python> -I -m hook -config CFG prestart`` (the command our install writes into a hook entry; pass
-``--command script`` to time a ``gpu-env-hook`` console script instead) against ``<python> -I -c pass``
+Times the hook exactly as an engine starts it after ``gpu-env-hook install``: the shell wrapper install
+writes (``sh`` -> ``env -i`` -> ``<python> -I -c "from hook.__main__ import main; ..."``) with
+``-config CFG prestart`` (``--command module|inline|script`` times ``python -I -m hook``, the bare
+``-c`` launcher or pip's console script instead), against ``<python> -I -c pass``
 on the same interpreter, alternating the two, and prints the median times and the median per-pair ratio
 for each case. The hook runs as a runtime runs it: cwd = the bundle, the OCI state on stdin, only a small
 environment. config.toml points ``[nvidia-container-cli] path`` at /bin/true, so the exec at the end is
@@ -220,8 +222,22 @@ def make_clean_install(workdir: Path) -> str:
     return str(python)
 
 
+def write_wrapper(python: str) -> Path:
+    """Write the shell wrapper ``gpu-env-hook install`` writes (``sh`` -> ``env -i`` -> ``python -I -c``)."""
+    from hook.install import HOOK_KEEP_ENV, build_wrapper
+
+    path = Path(python).parent / "gpu-env-hook-wrapper"
+    path.write_bytes(
+        build_wrapper(path.name, "hook.__main__", python=python, keep=HOOK_KEEP_ENV, config=None)
+    )
+    path.chmod(0o755)
+    return path
+
+
 def hook_argv(kind: str, python: str) -> list[str]:
-    """The hook command without flags: ``python -I -m hook`` or the console script next to python."""
+    """The hook command without flags, for each way of starting it (see ``--command``)."""
+    if kind == "wrapper":
+        return [str(write_wrapper(python))]
     if kind == "script":
         return [str(Path(python).parent / "gpu-env-hook")]
     if kind == "inline":
@@ -262,8 +278,8 @@ def import_profile(base: list[str], config: Path, prepared: Prepared, top: int) 
 
     prepared.restore()
     python, rest = base[0], base[1:]
-    if len(base) == 1:  # console script: run it through its own interpreter to add -X importtime
-        python, rest = str(Path(base[0]).parent / "python"), base
+    if len(base) == 1:  # a script or wrapper: profile the inline launcher on the same interpreter
+        python, rest = str(Path(base[0]).parent / "python"), ["-I", "-c", INLINE_LAUNCHER]
     with prepared.state.open("rb") as stdin:
         proc = subprocess.run(
             [python, "-X", "importtime", *rest, "-config", str(config), "prestart"],
@@ -333,9 +349,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=40, help="timed runs of each command per case (>= 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed pairs before timing")
-    parser.add_argument("--command", choices=("module", "script", "inline"), default="module",
-                        help="time 'python -I -m hook' (module, default), pip's gpu-env-hook script, or "
-                             "'python -I -c <import main and run it>' (inline)")  # fmt: skip
+    parser.add_argument("--command", choices=("wrapper", "module", "inline", "script"), default="wrapper",
+                        help="how the hook is started: the wrapper 'gpu-env-hook install' writes (default), "
+                             "'python -I -m hook', 'python -I -c <run main>', or pip's console script")  # fmt: skip
     parser.add_argument("--install", choices=("clean", "dev"), default="clean",
                         help="time a throwaway clean install (default) or the running interpreter as it is")  # fmt: skip
     parser.add_argument("--case", action="append", default=[], help="run only cases whose name contains this")
