@@ -1,0 +1,206 @@
+"""The runtime shim in front of a real runc: the env file reaches the container, refusals stop it, and every
+other command behaves exactly as runc's own."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from busybox import make_runc_bundle, unique_id
+from runc_hooks import load_record, write_config
+
+pytestmark = pytest.mark.integration
+
+MakeEnvFile = Callable[..., Path]
+RUNC = shutil.which("runc") or "runc"
+ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=0,1\nUSER_CUSTOM_ENV=hello\n"
+
+
+class Setup:
+    """One test's runc state root, config.toml and the shim's environment (no PATH: as podman's delete)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.root = tmp_path / "runc-root"
+        self.record = tmp_path / "cli-record.json"
+        self.env_dir = tmp_path / "nvidia-env"  # make_env_file's default directory
+        self.config = write_config(tmp_path / "config.toml", record=self.record, env_dirs=[self.env_dir])
+        self.env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config)}
+        self.ids: list[str] = []
+
+    def new_id(self, prefix: str) -> str:
+        """A container id that is force-deleted when the test ends."""
+        cid = unique_id(prefix)
+        self.ids.append(cid)
+        return cid
+
+    def shim(
+        self, *args: str, cwd: Path | None = None, detach: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``gpu-env-runtime ARGS`` (isolated Python, the runtime found on the fixed PATH); a detached
+        container would hold captured pipes open, so its output goes to /dev/null."""
+        output = subprocess.DEVNULL if detach else subprocess.PIPE
+        return subprocess.run(
+            [sys.executable, "-I", "-m", "hook.shim", *args],
+            env=self.env,
+            cwd=cwd or self.tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def runc(self, *args: str, detach: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run runc itself with the same arguments."""
+        output = subprocess.DEVNULL if detach else subprocess.PIPE
+        return subprocess.run(
+            [RUNC, *args],
+            cwd=self.tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    """A fresh setup; every container it named is force-deleted afterwards."""
+    value = Setup(tmp_path)
+    yield value
+    for cid in value.ids:
+        value.runc("--root", str(value.root), "delete", "--force", cid)
+
+
+def test_run_through_shim_sees_env_file(setup: Setup, make_env_file: MakeEnvFile) -> None:
+    """``gpu-env-runtime run``: the container prints the file's variables; the cli got the file's devices."""
+    env_file = make_env_file(ENV_FILE)
+    bundle = make_runc_bundle(
+        setup.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    cid = setup.new_id("shim-run")
+    result = setup.shim("--root", str(setup.root), "run", "--bundle", str(bundle), cid)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "USER_CUSTOM_ENV=hello" in lines
+    assert "NVIDIA_VISIBLE_DEVICES=0,1" in lines
+    cli = load_record(setup.record)
+    assert cli is not None, result.stderr
+    assert "--device=0,1" in cli["argv"]
+    assert cli["argv"][-1] == str(bundle / "rootfs")
+
+
+def test_run_bundle_from_cwd(setup: Setup, make_env_file: MakeEnvFile) -> None:
+    """Without --bundle the shim edits config.json in its working directory, as runc reads it."""
+    env_file = make_env_file("USER_CUSTOM_ENV=hello\n")
+    bundle = make_runc_bundle(
+        setup.tmp / "create", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    cid = setup.new_id("shim-cwd")
+    result = setup.shim("--root", str(setup.root), "run", cid, cwd=bundle)
+    assert result.returncode == 0, result.stderr
+    assert "USER_CUSTOM_ENV=hello" in result.stdout.splitlines()
+    assert load_record(setup.record) is None  # the file asks for no GPU: no hook, no cli
+
+
+@pytest.mark.parametrize(
+    "log_format", [pytest.param("json", id="json-log"), pytest.param("text", id="text-log")]
+)
+def test_refused_file_stops_the_container(setup: Setup, make_env_file: MakeEnvFile, log_format: str) -> None:
+    """A refused file: not created, the one line on stderr and in runc's log, config.json unchanged."""
+    env_file = make_env_file(ENV_FILE)
+    env_file.chmod(0o664)
+    bundle = make_runc_bundle(
+        setup.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    before = (bundle / "config.json").read_bytes()
+    log = setup.tmp / "runc.log"
+    cid = setup.new_id("shim-refused")
+    result = setup.shim(
+        "--root",
+        str(setup.root),
+        "--log",
+        str(log),
+        "--log-format",
+        log_format,
+        "run",
+        "-b",
+        str(bundle),
+        cid,
+    )
+    line = f"gpu-env-runtime: env file '{env_file}': must not be group- or world-writable (mode 0664)"
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", line + "\n")
+    assert (bundle / "config.json").read_bytes() == before
+    assert load_record(setup.record) is None
+    state = setup.runc("--root", str(setup.root), "state", cid)
+    assert state.returncode != 0
+    assert "container does not exist" in state.stderr
+    logged = log.read_text()
+    if log_format == "json":
+        assert json.loads(logged) == {"level": "error", "msg": line, "time": json.loads(logged)["time"]}
+    else:
+        assert re.fullmatch(r'time="[^"]+" level=error msg="(?P<msg>.*)"\n', logged)
+        assert line in logged
+
+
+def normalise(text: str, *ids: str) -> str:
+    """Drop what differs between two equal runs: log timestamps and the container ids."""
+    text = re.sub(r'time="[^"]*"', 'time="T"', text)
+    for index, cid in enumerate(ids):
+        text = text.replace(cid, f"<id{index}>")
+    return text
+
+
+def test_passthrough_commands_match_runc(setup: Setup) -> None:
+    """state, kill, delete and --version through the shim give runc's exact output and status."""
+    bundle = make_runc_bundle(setup.tmp / "bundle", args=["sleep", "60"], env=["PATH=/bin", "A=1"])
+    before = (bundle / "config.json").read_bytes()
+    root = str(setup.root)
+    via_shim, via_runc = setup.new_id("shim-pass"), setup.new_id("runc-pass")
+    started = setup.shim("--root", root, "run", "--detach", "--bundle", str(bundle), via_shim, detach=True)
+    assert started.returncode == 0
+    assert (bundle / "config.json").read_bytes() == before  # no env file, no GPU: left alone
+    assert (
+        setup.runc(
+            "--root", root, "run", "--detach", "--bundle", str(bundle), via_runc, detach=True
+        ).returncode
+        == 0
+    )
+
+    missing = unique_id("missing")
+    commands = [
+        ["--version"],
+        ["--root", root, "state", "{id}"],
+        ["--root", root, "state", missing],
+        ["--root", root, "kill", missing, "KILL"],
+        ["--root", root, "delete", missing],
+        ["--root", root, "delete", "{id}"],  # refused: the container is running
+        ["--root", root, "kill", "{id}", "KILL"],
+        ["--root", root, "--log-format", "json", "delete", "--force", "{id}"],
+        ["--root", root, "state", "{id}"],  # gone now
+    ]
+    for command in commands:
+        shim = setup.shim(*(arg.replace("{id}", via_shim) for arg in command))
+        runc = setup.runc(*(arg.replace("{id}", via_runc) for arg in command))
+        got = (shim.returncode, normalise(shim.stdout, via_shim), normalise(shim.stderr, via_shim))
+        want = (runc.returncode, normalise(runc.stdout, via_runc), normalise(runc.stderr, via_runc))
+        if command[-2:] == ["state", "{id}"] and shim.returncode == 0:
+            got = (shim.returncode, _state_shape(shim.stdout), shim.stderr)
+            want = (runc.returncode, _state_shape(runc.stdout), runc.stderr)
+        assert got == want, command
+
+
+def _state_shape(stdout: str) -> dict[str, object]:
+    """The parts of ``runc state`` that two containers from one bundle share."""
+    state = json.loads(stdout)
+    return {key: state[key] for key in ("ociVersion", "status", "bundle", "rootfs", "owner")}
