@@ -192,15 +192,15 @@ def test_passthrough_commands_match_runc(setup: Setup) -> None:
     for command in commands:
         shim = setup.shim(*(arg.replace("{id}", via_shim) for arg in command))
         runc = setup.runc(*(arg.replace("{id}", via_runc) for arg in command))
-        got = (shim.returncode, normalise(shim.stdout, via_shim), normalise(shim.stderr, via_shim))
-        want = (runc.returncode, normalise(runc.stdout, via_runc), normalise(runc.stderr, via_runc))
-        if command[-2:] == ["state", "{id}"] and shim.returncode == 0:
-            got = (shim.returncode, _state_shape(shim.stdout), shim.stderr)
-            want = (runc.returncode, _state_shape(runc.stdout), runc.stderr)
+        got, want = outcome(shim, via_shim), outcome(runc, via_runc)
         assert got == want, command
 
 
-def _state_shape(stdout: str) -> dict[str, object]:
-    """The parts of ``runc state`` that two containers from one bundle share."""
-    state = json.loads(stdout)
-    return {key: state[key] for key in ("ociVersion", "status", "bundle", "rootfs", "owner")}
+def outcome(proc: subprocess.CompletedProcess[str], cid: str) -> tuple[int, object, str]:
+    """Status, stdout and stderr as compared; of ``runc state`` JSON, the parts two containers from one
+    bundle share."""
+    stdout: object = normalise(proc.stdout, cid)
+    if proc.returncode == 0 and proc.stdout.startswith("{"):
+        state = json.loads(proc.stdout)
+        stdout = {key: state[key] for key in ("ociVersion", "status", "bundle", "rootfs", "owner")}
+    return proc.returncode, stdout, normalise(proc.stderr, cid)
