@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -197,3 +198,76 @@ def test_resolve_agrees_with_the_hook(
     else:
         assert document["error"] is None
         assert (run.spec_after != run.spec_before) == document["env_changed"]
+
+
+# --- the whole differential table ------------------------------------------------------------------------
+
+DIFFERENTIAL = Path(__file__).resolve().parents[1] / "differential"
+if str(DIFFERENTIAL) not in sys.path:
+    sys.path.insert(0, str(DIFFERENTIAL))
+
+from differential_cases import CASES as TABLE  # noqa: E402
+from differential_cases import Case as Row  # noqa: E402
+from test_differential import Render, write_inputs  # noqa: E402
+
+from hook.__main__ import parse_flags  # noqa: E402
+from hook.cli import build_resolve_document  # noqa: E402
+
+# Rows that fail only when the cli is executed (or by the cli's own status): resolve never executes it.
+AFTER_EXEC = {
+    "cli-configured-path-verbatim-missing",
+    "cli-configured-not-executable",
+    "exec-status-is-the-clis",
+}
+STAGE_ROWS = [
+    pytest.param(row, id=row.id)
+    for row in TABLE
+    if row.command in ("prestart", "createRuntime")
+    and not any(flag.lstrip("-").split("=")[0] in ("h", "help", "version") for flag in row.flags)
+    and row.exit != 2
+]
+
+
+@pytest.mark.parametrize("row", STAGE_ROWS)
+def test_resolve_agrees_with_the_differential_table(
+    row: Row,
+    tmp_path: Path,
+    record_path: Path,
+    make_bundle: MakeBundle,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On every stage row of the differential table (which pins the real hook), resolve gives its exit and argv."""
+    render = Render(tmp_path)
+    bundle, config, flags, hook_env = write_inputs(row, tmp_path, render, make_bundle, record_path)
+    if row.stdin is not None:
+        stdin = render(row.stdin.decode()).encode()
+    else:
+        state = row.state if row.state is not None else {"pid": 4242, "bundle": "{bundle}"}
+        stdin = json.dumps(render.data(state)).encode()
+    parsed, _ = parse_flags([*(["-config", str(config)] if config else []), *flags])
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "XDG_CONFIG_HOME": str(bundle / "no-xdg")}
+    environ.update(hook_env)
+    monkeypatch.chdir(bundle)  # runc runs hooks in the bundle directory
+    document = build_resolve_document(
+        str(bundle),
+        stdin,
+        config=str(parsed["config"]) if "config" in parsed else None,
+        debug=parsed.get("debug") is True,
+        env_only=parsed.get("env-only") is True,
+        environ=environ,
+    )
+    if row.exit == 0 or row.id in AFTER_EXEC:
+        assert document["outcome"] != "refused", document["error"]
+        expected = [render(item) for item in row.argv] if row.argv is not None else None
+        if row.id in AFTER_EXEC:
+            assert document["outcome"] == "gpu"
+        else:
+            assert (document["cli"]["argv"] if document["cli"] else None) == expected
+    else:
+        assert document["outcome"] == "refused"
+        assert row.stderr is not None
+        last = row.stderr[-1]
+        if isinstance(last, str):
+            assert document["error"] == render(last)
+        else:
+            assert re.fullmatch(render(last.pattern), document["error"])
