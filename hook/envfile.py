@@ -359,3 +359,24 @@ def resolve_env_file(
 def _errno_text(err: OSError) -> str:
     """Return an OSError's text without the path it may carry."""
     return err.strerror or type(err).__name__
+
+
+# --- the producer API: hook.producer's names, imported only when a device plugin asks for them -------------
+
+_PRODUCER_NAMES = ("write_env_file", "env_file_path", "check_env_file")
+
+if TYPE_CHECKING:
+    from hook import producer as _producer
+
+    write_env_file = _producer.write_env_file
+    env_file_path = _producer.env_file_path
+    check_env_file = _producer.check_env_file
+
+
+def __getattr__(name: str) -> object:
+    """Give ``write_env_file``, ``env_file_path`` and ``check_env_file`` from hook.producer on first use."""
+    if name in _PRODUCER_NAMES:
+        from hook import producer
+
+        return getattr(producer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
