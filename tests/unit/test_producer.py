@@ -348,3 +348,19 @@ def test_check_stops_at_the_first_failing_step(
     assert not report.steps[-1].ok
     assert all(step.ok for step in report.steps[:-1])
     assert re.search(message, report.steps[-1].detail)
+
+
+def test_producer_api_is_reachable_from_hook_envfile_without_loading_it_early() -> None:
+    """hook.envfile gives the producer's three functions, importing hook.producer only on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hook.envfile as e; loaded = 'hook.producer' in sys.modules; "
+        "from hook.envfile import write_env_file, env_file_path, check_env_file; "
+        "import hook.producer as p; "
+        "print(loaded, write_env_file is p.write_env_file, env_file_path is p.env_file_path, "
+        "check_env_file is p.check_env_file)"
+    )
+    proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout == "False True True True\n"
