@@ -1,0 +1,223 @@
+"""Unit tests for hook.doctor: each check on a tree built under ``--root``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hook import paths
+from hook.cli import build_app
+from hook.doctor import Check, check_isolated, run_checks
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="ownership checks expect root-owned trees")
+WRAPPER = '#!/bin/sh\nexec /usr/bin/python3 -I -m hook "$@"\n'
+
+
+def put(root: Path, path: str, content: str, mode: int = 0o644) -> Path:
+    """Write a file at an absolute path inside the tree."""
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content, encoding="utf-8")
+    target.chmod(mode)
+    return target
+
+
+@pytest.fixture
+def good_tree(tmp_path: Path) -> Path:
+    """A node tree where every check passes: cli, env dir, podman with our hook JSON and an isolated wrapper."""
+    root = tmp_path / "root"
+    root.mkdir(mode=0o755)
+    root.chmod(0o755)
+    put(root, "/usr/bin/nvidia-container-cli", "#!/bin/sh\n", 0o755)
+    put(root, "/usr/bin/podman", "#!/bin/sh\n", 0o755)
+    put(root, paths.HOOK_WRAPPER, WRAPPER, 0o755)
+    hook_json = {
+        "version": "1.0.0",
+        "hook": {"path": paths.HOOK_WRAPPER, "args": ["gpu-env-hook", "prestart"]},
+        "when": {"always": True},
+        "stages": ["prestart"],
+    }
+    put(root, f"{paths.OCI_HOOKS_DIRS[0]}/{paths.HOOK_JSON_NAME}", json.dumps(hook_json))
+    (root / "run" / "nvidia-env").mkdir(parents=True, mode=0o755)
+    for directory in (root / "usr", root / "run", root / "run" / "nvidia-env"):
+        directory.chmod(0o755)
+    return root
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    """Index checks by name."""
+    return {check.name: check for check in checks}
+
+
+def test_good_tree_passes_every_check(good_tree: Path) -> None:
+    """On a complete node every check is ✓ or not applicable, and doctor exits 0."""
+    checks = run_checks(root=str(good_tree), config=None, environ={})
+    assert [check.name for check in checks] == [
+        "config",
+        "nvidia-container-cli",
+        "env dir /run/nvidia-env",
+        "podman",
+        "CRI-O",
+        "containerd",
+        "Docker",
+        f"isolated {paths.HOOK_WRAPPER}",
+    ]
+    assert [check.ok for check in checks] == [True, True, True, True, None, None, None, True]
+    result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[3].split() == [
+        "✓",
+        "podman",
+        "hook",
+        "registered",
+        "in",
+        (f"{paths.OCI_HOOKS_DIRS[0]}/{paths.HOOK_JSON_NAME}"),
+    ]
+
+
+def break_wrapper(root: Path) -> None:
+    """Make the wrapper start Python without -I."""
+    put(root, paths.HOOK_WRAPPER, '#!/bin/sh\nexec /usr/bin/python3 -m hook "$@"\n', 0o755)
+
+
+def break_env_dir(root: Path) -> None:
+    """Make the env directory world-writable."""
+    (root / "run" / "nvidia-env").chmod(0o777)
+
+
+def remove_hook_json(root: Path) -> None:
+    """Remove our oci-hooks.d file."""
+    (root / paths.OCI_HOOKS_DIRS[0].lstrip("/") / paths.HOOK_JSON_NAME).unlink()
+
+
+def invalid_hook_json(root: Path) -> None:
+    """Write an oci-hooks.d file that breaks the 1.0.0 schema."""
+    put(root, f"{paths.OCI_HOOKS_DIRS[0]}/{paths.HOOK_JSON_NAME}", json.dumps({"version": "1.0.0"}))
+
+
+def add_docker(root: Path) -> None:
+    """Install dockerd with no runtime registered."""
+    put(root, "/usr/bin/dockerd", "#!/bin/sh\n", 0o755)
+
+
+def add_registered_containerd(root: Path) -> None:
+    """Install containerd with our drop-in."""
+    put(root, "/usr/bin/containerd", "#!/bin/sh\n", 0o755)
+    put(
+        root,
+        f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}",
+        f'BinaryName = "{paths.RUNTIME_WRAPPER}"',
+    )
+    put(root, paths.RUNTIME_WRAPPER, WRAPPER, 0o755)
+
+
+def bad_config(root: Path) -> None:
+    """Write a config.toml with a wrong type."""
+    put(root, "/etc/nvidia-container-runtime/config.toml", 'disable-require = "yes"\n')
+
+
+def remove_cli(root: Path) -> None:
+    """Remove nvidia-container-cli."""
+    (root / "usr" / "bin" / "nvidia-container-cli").unlink()
+
+
+@pytest.mark.parametrize(
+    ("damage", "name", "ok", "detail"),
+    [
+        pytest.param(
+            break_wrapper,
+            f"isolated {paths.HOOK_WRAPPER}",
+            False,
+            "the wrapper starts Python without -I",
+            id="wrapper-not-isolated",
+        ),
+        pytest.param(
+            break_env_dir,
+            "env dir /run/nvidia-env",
+            False,
+            "is group- or world-writable (mode 0777)",
+            id="env-dir-writable",
+        ),
+        pytest.param(
+            remove_hook_json,
+            "podman",
+            False,
+            f"/usr/bin/podman found, no {paths.HOOK_JSON_NAME} in "
+            f"{paths.OCI_HOOKS_DIRS[0]} or {paths.OCI_HOOKS_DIRS[1]}",
+            id="podman-unregistered",
+        ),
+        pytest.param(
+            invalid_hook_json,
+            "podman",
+            False,
+            f"{paths.OCI_HOOKS_DIRS[0]}/{paths.HOOK_JSON_NAME}: $: missing required property 'hook'",
+            id="hook-json-invalid",
+        ),
+        pytest.param(
+            add_docker,
+            "Docker",
+            False,
+            f"/usr/bin/dockerd found, no runtime in {paths.DOCKER_DAEMON_JSON} names {paths.RUNTIME_WRAPPER}",
+            id="docker-unregistered",
+        ),
+        pytest.param(
+            add_registered_containerd,
+            "containerd",
+            True,
+            f"runtime registered in {paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}",
+            id="containerd-registered",
+        ),
+        pytest.param(
+            remove_cli,
+            "nvidia-container-cli",
+            False,
+            "not found (/usr/local/sbin/nvidia-container-cli, /usr/local/bin/nvidia-container-cli...)",
+            id="cli-missing",
+        ),
+    ],
+)
+def test_each_check_reports_what_is_wrong(
+    good_tree: Path, damage: Callable[[Path], None], name: str, ok: bool, detail: str
+) -> None:
+    """A damaged tree turns exactly the matching check's line into what is wrong."""
+    damage(good_tree)
+    check = by_name(run_checks(root=str(good_tree), config=None, environ={}))[name]
+    assert (check.ok, check.detail) == (ok, detail)
+    assert ok or check.fix
+
+
+def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> None:
+    """A config that does not parse is ✗ with its one-line error; the rest run with defaults."""
+    bad_config(good_tree)
+    checks = run_checks(root=str(good_tree), config=None, environ={})
+    assert checks[0].ok is False
+    assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
+    assert len(checks) == 8
+
+
+def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
+    """Any ✗ makes doctor exit 1 and prints what to do on that line."""
+    break_env_dir(good_tree)
+    result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
+    assert result.exit_code == 1
+    assert "— mkdir -p /run/nvidia-env && chown root:root /run/nvidia-env && chmod 0755" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("path", "args", "ok"),
+    [
+        pytest.param("/usr/bin/python3", ["python3", "-I", "-m", "hook"], True, id="python-with-I"),
+        pytest.param("/usr/bin/python3.11", ["python3", "-m", "hook"], False, id="python-without-I"),
+        pytest.param("/usr/bin/python3", ["python3", "-IB", "-m", "hook"], True, id="flag-cluster"),
+    ],
+)
+def test_python_as_the_entry_needs_isolate_flag_in_its_args(
+    tmp_path: Path, path: str, args: list[str], ok: bool
+) -> None:
+    """An entry that runs Python itself must pass -I in its args."""
+    assert check_isolated(str(tmp_path), path, args).ok is ok
