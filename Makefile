@@ -33,6 +33,7 @@ integration: $(VENV_STAMP)
 ## bench: time the installed hook against the bare interpreter
 bench: $(VENV_STAMP)
 	$(PY) tests/bench/bench_hook.py
+	$(PY) tests/bench/bench_shim.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache build *.egg-info
