@@ -155,7 +155,8 @@ def columns(rows: list[tuple[str, ...]], indent: str = "") -> str:
 
 def load_settings(config: str | None, environ: dict[str, str] | os._Environ[str]) -> Any:
     """Load and parse config.toml the way the hook finds it."""
-    from hook.config import find_config_path, load_config_text, parse_config
+    from hook.config import parse_config
+    from hook.configfile import find_config_path, load_config_text
 
     path, required = find_config_path(config, environ)
     text = load_config_text(path, required=required)
@@ -224,7 +225,7 @@ def build_resolve_document(
     environ: dict[str, str] | os._Environ[str],
 ) -> dict[str, Any]:
     """Run the hook's own decisions on a bundle and describe them (version 1 of the resolve document)."""
-    from hook.config import find_config_path
+    from hook.configfile import find_config_path
     from hook.prestart import Options, build_cli_invocation, resolve_container
 
     config_path, _ = find_config_path(config, environ)
@@ -534,7 +535,8 @@ def _config_app() -> typer.Typer:
 
 def build_default_config_toml() -> str:
     """Render ``default_settings()`` as commented TOML that parses back to exactly the same document."""
-    from hook.config import SYSTEM_CONFIG, default_settings
+    from hook.config import default_settings
+    from hook.configfile import SYSTEM_CONFIG
 
     lines = [
         f"# {SYSTEM_CONFIG}: every key gpu-env-hook reads, with its default.",

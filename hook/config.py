@@ -1,4 +1,4 @@
-"""config.toml: where it is, its defaults (in one function) and its validated, typed form.
+"""config.toml: its defaults (in one function) and its validated, typed form (where it is: hook.configfile).
 
 The file is NVIDIA's own ``config.toml``: every key the upstream hook reads keeps its meaning, default and
 type check; our settings live in tables upstream ignores (``[env-file]``). Unknown keys are ignored.
@@ -10,16 +10,13 @@ import os
 from typing import Any, NamedTuple
 
 from hook import envvars
+from hook.configfile import CONFIG_ERROR_PREFIX
 from hook.errors import ConfigError
 
-SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 MAX_ENV_FILE_BYTES = 16 * 1024 * 1024
-_PREFIX = "error getting hook config: failed to load config: "
-# Words that, outside a comment line, may change which variables select GPUs or name the env file (a TOML
-# escape can spell any key): without one, the hot path need not parse the file to know.
-SELECTION_MARKERS = ("swarm-resource", "variable", "\\")
+_PREFIX = CONFIG_ERROR_PREFIX
 
 
 def default_settings(*, suse: bool = False) -> dict[str, Any]:
@@ -108,51 +105,6 @@ class Settings(NamedTuple):
     disable_imex_channel_creation: bool
     ignore_imex_channel_requests: bool
     env_file: EnvFileSettings
-
-
-def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str]) -> tuple[str, bool]:
-    """Return the config path upstream would use and whether it is required to exist."""
-    if flag:
-        return flag, True
-    explicit = environ.get(envvars.NVIDIA_CTK_CONFIG_FILE_PATH, "")
-    if explicit:
-        return explicit, True
-    xdg = environ.get(envvars.XDG_CONFIG_HOME, "")
-    if xdg:
-        return os.path.join(xdg, "nvidia-container-runtime", "config.toml"), False
-    return SYSTEM_CONFIG, False
-
-
-def config_mentions(text: str | None, markers: tuple[str, ...] = SELECTION_MARKERS) -> bool:
-    """Tell whether a line of config.toml that is not a comment mentions one of ``markers`` (pure, no TOML).
-
-    With the default markers: whether the file could change which variables name GPUs or the env file.
-    """
-    if text is None:
-        return False
-    return any(
-        not line.lstrip().startswith("#") and any(marker in line for marker in markers)
-        for line in text.splitlines()
-    )
-
-
-def load_config_text(path: str, *, required: bool) -> str | None:
-    """Read the config file's text; ``None`` when an optional file does not exist."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        if required:
-            raise ConfigError(
-                f"{_PREFIX}couldn't open required configuration file {path}: file does not exist"
-            ) from None
-        return None
-    except OSError as err:
-        raise ConfigError(f"{_PREFIX}couldn't open configuration file {path}: {err.strerror}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
 
 
 def parse_config(text: str | None, *, source: str | None = None, suse: bool | None = None) -> Settings:

@@ -62,7 +62,8 @@ def check_config(
     root: str, config: str | None, environ: dict[str, str] | os._Environ[str]
 ) -> tuple[Any, Check]:
     """Parse config.toml as the hook finds it (defaults when it fails, so the other checks still run)."""
-    from hook.config import find_config_path, load_config_text, parse_config
+    from hook.config import parse_config
+    from hook.configfile import find_config_path, load_config_text
 
     path, required = find_config_path(config, environ)
     if config is None:

@@ -17,7 +17,7 @@ from hook.bundle import (
     set_process_env,
     spec_annotations,
 )
-from hook.config import find_config_path, load_config_text
+from hook.configfile import find_config_path, load_config_text
 from hook.errors import SpecError
 from hook.specenv import merge_spec_env, spec_may_matter
 

@@ -21,7 +21,7 @@ from hook.bundle import (
     spec_mounts,
     write_spec,
 )
-from hook.config import config_mentions, find_config_path, load_config_text
+from hook.configfile import config_mentions, find_config_path, load_config_text
 from hook.devices import DEVICE_LIST_ROOT
 from hook.errors import RequestError
 from hook.privilege import resolve_privileged

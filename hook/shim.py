@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hook.config import find_config_path, load_config_text
+from hook.configfile import find_config_path, load_config_text
 from hook.errors import ExecError, HookError, SpecError
 from hook.paths import FIXED_PATH
 
@@ -106,7 +106,7 @@ def _find_bundle(args: list[str]) -> str | None:
 
 def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...]:
     """Return ``[nvidia-container-runtime] runtimes``; TOML is parsed only when the file mentions the key."""
-    from hook.config import config_mentions
+    from hook.configfile import config_mentions
 
     if not config_mentions(config_text, _RUNTIMES_MARKERS):
         from hook.config import default_settings

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hook import envvars
 from hook.bundle import parse_env, process_env
-from hook.config import config_mentions
+from hook.configfile import config_mentions
 from hook.devices import DEVICE_LIST_ROOT
 
 TYPE_CHECKING = False

@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from hook import config
-from hook.config import (
-    ALL_CAPABILITIES,
-    SYSTEM_CONFIG,
-    find_config_path,
-    load_config_text,
-    parse_config,
-    split_list,
-)
+from hook.config import ALL_CAPABILITIES, parse_config, split_list
+from hook.configfile import SYSTEM_CONFIG, find_config_path, load_config_text
 from hook.errors import ConfigError
 
 PREFIX = re.escape("error getting hook config: failed to load config: ")

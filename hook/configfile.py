@@ -1,0 +1,64 @@
+"""config.toml's location and text: found the way upstream finds it, read without parsing TOML.
+
+Kept apart from ``hook.config`` (defaults, TOML parsing, typed settings) so that a stage can locate and read
+the file, and tell whether it could matter, without importing ``typing`` or ``tomllib``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hook import envvars
+from hook.errors import ConfigError
+
+SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+CONFIG_ERROR_PREFIX = "error getting hook config: failed to load config: "
+_PREFIX = CONFIG_ERROR_PREFIX
+# Words that, outside a comment line, may change which variables select GPUs or name the env file (a TOML
+# escape can spell any key): without one, the hot path need not parse the file to know.
+SELECTION_MARKERS = ("swarm-resource", "variable", "\\")
+
+
+def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str]) -> tuple[str, bool]:
+    """Return the config path upstream would use and whether it is required to exist."""
+    if flag:
+        return flag, True
+    explicit = environ.get(envvars.NVIDIA_CTK_CONFIG_FILE_PATH, "")
+    if explicit:
+        return explicit, True
+    xdg = environ.get(envvars.XDG_CONFIG_HOME, "")
+    if xdg:
+        return os.path.join(xdg, "nvidia-container-runtime", "config.toml"), False
+    return SYSTEM_CONFIG, False
+
+
+def config_mentions(text: str | None, markers: tuple[str, ...] = SELECTION_MARKERS) -> bool:
+    """Tell whether a line of config.toml that is not a comment mentions one of ``markers`` (pure, no TOML).
+
+    With the default markers: whether the file could change which variables name GPUs or the env file.
+    """
+    if text is None:
+        return False
+    return any(
+        not line.lstrip().startswith("#") and any(marker in line for marker in markers)
+        for line in text.splitlines()
+    )
+
+
+def load_config_text(path: str, *, required: bool) -> str | None:
+    """Read the config file's text; ``None`` when an optional file does not exist."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(
+                f"{_PREFIX}couldn't open required configuration file {path}: file does not exist"
+            ) from None
+        return None
+    except OSError as err:
+        raise ConfigError(f"{_PREFIX}couldn't open configuration file {path}: {err.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
