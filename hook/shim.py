@@ -38,7 +38,6 @@ COMMAND_VALUE_FLAGS = frozenset({"bundle", "b", "console-socket", "pid-file", "p
 GPU_HOOK_NAMES = ("nvidia-container-runtime-hook", "nvidia-container-toolkit", "gpu-env-hook")
 # config.toml words without which ``[nvidia-container-runtime] runtimes`` keeps its default.
 _RUNTIMES_MARKERS = ("runtimes", "\\")
-_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
 
 class Invocation:
@@ -105,16 +104,55 @@ def _find_bundle(args: list[str]) -> str | None:
 
 
 def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...]:
-    """Return ``[nvidia-container-runtime] runtimes``; TOML is parsed only when the file mentions the key."""
+    """Return ``[nvidia-container-runtime] runtimes``: the default when the file does not mention the key,
+    the simple one-line form read directly, anything else parsed as TOML (tomllib costs about as much as
+    the interpreter's start, and every runtime call pays it)."""
     from hook.configfile import config_mentions
 
-    if not config_mentions(config_text, _RUNTIMES_MARKERS):
+    if config_text is None or not config_mentions(config_text, _RUNTIMES_MARKERS):
         from hook.config import default_settings
 
         return tuple(default_settings()["nvidia-container-runtime"]["runtimes"])
+    simple = parse_simple_runtimes(config_text)
+    if simple is not None:
+        return simple
     from hook.config import parse_config
 
     return parse_config(config_text, source=source).runtimes
+
+
+def parse_simple_runtimes(text: str) -> tuple[str, ...] | None:
+    """Read ``runtimes`` when config.toml spells it as upstream ships it: one line ``runtimes = ["a", "b"]``
+    under a ``[nvidia-container-runtime]`` header, and no escape or multi-line string anywhere in the file.
+
+    None for any other spelling (then the file is parsed as TOML). The rest of the file is not validated.
+    """
+    if "\\" in text or '"""' in text or "'''" in text:
+        return None
+    table = ""
+    found: tuple[str, ...] | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("["):
+            table = stripped
+            continue
+        if "runtimes" not in stripped:
+            continue
+        key, _, value = stripped.partition("=")
+        value = value.strip()
+        if found is not None or table != "[nvidia-container-runtime]" or key.strip() != "runtimes":
+            return None
+        if not (value.startswith("[") and value.endswith("]")) or "#" in value:
+            return None
+        items = [item.strip() for item in value[1:-1].split(",")]
+        if items[-1] == "":
+            items.pop()  # a trailing comma, or an empty list
+        if any(len(item) < 2 or item[0] != '"' or item[-1] != '"' or '"' in item[1:-1] for item in items):
+            return None
+        found = tuple(item[1:-1] for item in items)
+    return found
 
 
 def resolve_runtime(runtimes: tuple[str, ...], search_path: str = FIXED_PATH) -> str:
