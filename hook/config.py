@@ -10,7 +10,7 @@ import os
 from typing import Any, NamedTuple
 
 from hook import envvars
-from hook.configfile import CONFIG_ERROR_PREFIX
+from hook.configfile import CONFIG_ERROR_PREFIX, DEFAULT_RUNTIMES
 from hook.errors import ConfigError
 
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
@@ -41,7 +41,7 @@ def default_settings(*, suse: bool = False) -> dict[str, Any]:
         },
         "nvidia-container-runtime": {
             "mode": "auto",
-            "runtimes": ["runc", "crun"],
+            "runtimes": list(DEFAULT_RUNTIMES),
             "modes": {"legacy": {"cuda-compat-mode": "ldconfig"}},
         },
         "nvidia-container-runtime-hook": {"skip-mode-detection": False},

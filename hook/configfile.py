@@ -17,6 +17,9 @@ _PREFIX = CONFIG_ERROR_PREFIX
 # Words that, outside a comment line, may change which variables select GPUs or name the env file (a TOML
 # escape can spell any key): without one, the hot path need not parse the file to know.
 SELECTION_MARKERS = ("swarm-resource", "variable", "\\")
+# `[nvidia-container-runtime] runtimes` when the file does not set it (default_settings uses this): here so
+# that the runtime shim, which needs only this key, can start without importing hook.config.
+DEFAULT_RUNTIMES = ("runc", "crun")
 
 
 def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str]) -> tuple[str, bool]:

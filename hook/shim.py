@@ -110,9 +110,9 @@ def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...
     from hook.configfile import config_mentions
 
     if config_text is None or not config_mentions(config_text, _RUNTIMES_MARKERS):
-        from hook.config import default_settings
+        from hook.configfile import DEFAULT_RUNTIMES
 
-        return tuple(default_settings()["nvidia-container-runtime"]["runtimes"])
+        return DEFAULT_RUNTIMES
     simple = parse_simple_runtimes(config_text)
     if simple is not None:
         return simple

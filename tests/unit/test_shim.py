@@ -710,29 +710,46 @@ sys.exit(hook.shim.main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize(
-    ("args", "spec_env"),
+    ("args", "spec_env", "config"),
     [
-        pytest.param(["state", "cid"], None, id="passthrough"),
-        pytest.param(["create", "cid"], ["A=1", "NVIDIA_REQUIRE_CUDA=cuda>=12"], id="create-no-gpu"),
+        pytest.param(["state", "cid"], None, None, id="passthrough-no-config"),
+        pytest.param(["state", "cid"], None, "[nvidia-container-cli]\nload-kmods = true\n", id="passthrough"),
+        pytest.param(
+            ["kill", "cid"],
+            None,
+            '[nvidia-container-runtime]\nruntimes = ["runc"]\n',
+            id="passthrough-runtimes",
+        ),
+        pytest.param(["create", "cid"], ["A=1", "NVIDIA_REQUIRE_CUDA=cuda>=12"], None, id="create-no-gpu"),
     ],
 )
 def test_shim_lean_imports(
-    tmp_path: Path, make_bundle: MakeBundle, args: list[str], spec_env: list[str] | None
+    tmp_path: Path, make_bundle: MakeBundle, args: list[str], spec_env: list[str] | None, config: str | None
 ) -> None:
-    """Passthrough, and a create with nothing to do, import neither json, tomllib nor dotenv."""
-    config = tmp_path / "lean.toml"
-    config.write_text("[nvidia-container-cli]\nload-kmods = true\n")
+    """Passthrough, and a create with nothing to do, import neither typing, json, tomllib nor dotenv."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "no-xdg")}
+    if config is not None:
+        (tmp_path / "lean.toml").write_text(config)
+        env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "lean.toml")}
     if spec_env is not None:
         make_bundle(spec_env, name=".")
     proc = subprocess.run(
         [sys.executable, "-I", "-c", LEAN_PROBE, *args],
         capture_output=True,
         text=True,
-        env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},
+        env=env,
         cwd=tmp_path,
         timeout=30,
         check=True,
     )
     modules = set(proc.stdout.split())
     assert "hook.shim" in modules
-    assert not modules & {"json", "tomllib", "dotenv", "hook.envfile", "hook.request"}
+    assert not modules & {
+        "typing",
+        "json",
+        "tomllib",
+        "dotenv",
+        "hook.config",
+        "hook.envfile",
+        "hook.request",
+    }
