@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from hook.errors import SpecError, decode_error_reason, json_kind
@@ -177,6 +176,8 @@ def write_atomic(
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
+        import contextlib  # only on failure: contextlib pulls in collections and functools (~5 ms)
+
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
