@@ -146,7 +146,10 @@ def run_hook(record_path: Path) -> RunHook:
         argv = [*HOOK, *(["-config", str(config)] if config else []), *(flags or []), command]
         before = (bundle / "config.json").read_bytes() if (bundle / "config.json").exists() else b""
         record_path.unlink(missing_ok=True)
-        base_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "XDG_CONFIG_HOME": str(bundle / "no-xdg")}
+        base_env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "XDG_CONFIG_HOME": str(bundle / "no-xdg"),
+        }
         proc = subprocess.run(
             argv,
             input=stdin,
