@@ -3,6 +3,7 @@ installs on start and uninstalls on termination (run here against a node tree)."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -205,7 +206,12 @@ def test_script_installs_on_start_and_uninstalls_on_sigterm(
         "INSTALL_ARGS": "",
     }
     proc = subprocess.Popen(
-        ["/bin/sh", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ["/bin/sh", "-c", script],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so a failing test can kill the script's sleeper too
     )
     try:
         assert proc.stdout is not None
@@ -218,9 +224,9 @@ def test_script_installs_on_start_and_uninstalls_on_sigterm(
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # nothing is left when the script exited cleanly
+        proc.wait()
         if listener is not None:
             listener.close()
     assert proc.returncode == 0, stderr
