@@ -40,10 +40,10 @@ def load_spec(bundle: str) -> Spec:
 
 def parse_spec(raw: bytes) -> dict[str, object]:
     """Decode config.json bytes into a dict, refusing anything that is not one JSON object."""
-    import json  # here, not at the top: the shim reads config.json bytes and decodes only if they matter
+    from hook.jsontext import decode  # here: the shim reads the bytes and decodes only if they matter
 
     try:
-        document = json.loads(raw.decode("utf-8"))
+        document = decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise SpecError(f"could not decode OCI spec: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):

@@ -7,11 +7,15 @@ type check; our settings live in tables upstream ignores (``[env-file]``). Unkno
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
 
 from hook import envvars
 from hook.configfile import CONFIG_ERROR_PREFIX, DEFAULT_RUNTIMES
 from hook.errors import ConfigError
+from hook.records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
@@ -61,7 +65,7 @@ def default_settings(*, suse: bool = False) -> dict[str, Any]:
     }
 
 
-class CliSettings(NamedTuple):
+class CliSettings(Record):
     """The ``[nvidia-container-cli]`` table."""
 
     root: str
@@ -76,7 +80,7 @@ class CliSettings(NamedTuple):
     ldconfig: str
 
 
-class EnvFileSettings(NamedTuple):
+class EnvFileSettings(Record):
     """The ``[env-file]`` table (ours; upstream ignores it)."""
 
     variable: str
@@ -86,7 +90,7 @@ class EnvFileSettings(NamedTuple):
     require_pod_binding: bool
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     """The whole validated configuration the hook acts on."""
 
     source: str | None
@@ -113,17 +117,23 @@ def parse_config(text: str | None, *, source: str | None = None, suse: bool | No
     if suse is None:
         suse = _host_is_suse()
     defaults = default_settings(suse=suse)
-    if text is None:
-        merged = defaults
-    else:
-        import tomllib
-
-        try:
-            document = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{_PREFIX}{where}: invalid TOML: {err}") from None
-        merged = _merge(defaults, document, where, "")
+    merged = defaults if text is None else _merge(defaults, parse_toml(text, where), where, "")
     return build_settings(merged, source=source)
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """Parse config.toml: its plain subset without tomllib (most files; the hot path's cost), else tomllib."""
+    from hook.tomlsubset import parse_toml_subset
+
+    document = parse_toml_subset(text)
+    if document is not None:
+        return document
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{_PREFIX}{where}: invalid TOML: {err}") from None
 
 
 def build_settings(merged: dict[str, Any], *, source: str | None) -> Settings:

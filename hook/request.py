@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from hook import envvars
 from hook.capabilities import resolve_capabilities
 from hook.config import Settings
 from hook.devices import is_legacy_image, resolve_devices, resolve_imex_channels
 from hook.errors import RequestError
+from hook.records import Record
 from hook.requirements import resolve_requirements
 
 
-class GpuRequest(NamedTuple):
+class GpuRequest(Record):
     """What a GPU container asks for, after every rule; ``devices`` is never empty."""
 
     devices: list[str]

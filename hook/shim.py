@@ -105,54 +105,25 @@ def _find_bundle(args: list[str]) -> str | None:
 
 def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...]:
     """Return ``[nvidia-container-runtime] runtimes``: the default when the file does not mention the key,
-    the simple one-line form read directly, anything else parsed as TOML (tomllib costs about as much as
-    the interpreter's start, and every runtime call pays it)."""
+    else read with the TOML-subset reader (tomllib costs about as much as the interpreter's start, and every
+    runtime call would pay it), else the full config parser. Only this key matters here: a config error
+    elsewhere must not stop ``delete`` or ``kill``."""
     from hook.configfile import config_mentions
 
     if config_text is None or not config_mentions(config_text, _RUNTIMES_MARKERS):
         from hook.configfile import DEFAULT_RUNTIMES
 
         return DEFAULT_RUNTIMES
-    simple = parse_simple_runtimes(config_text)
-    if simple is not None:
-        return simple
+    from hook.tomlsubset import parse_toml_subset
+
+    document = parse_toml_subset(config_text)
+    table = document.get("nvidia-container-runtime") if document is not None else None
+    runtimes = table.get("runtimes") if isinstance(table, dict) else None
+    if isinstance(runtimes, list):  # the subset's arrays hold only strings
+        return tuple(runtimes)
     from hook.config import parse_config
 
     return parse_config(config_text, source=source).runtimes
-
-
-def parse_simple_runtimes(text: str) -> tuple[str, ...] | None:
-    """Read ``runtimes`` when config.toml spells it as upstream ships it: one line ``runtimes = ["a", "b"]``
-    under a ``[nvidia-container-runtime]`` header, and no escape or multi-line string anywhere in the file.
-
-    None for any other spelling (then the file is parsed as TOML). The rest of the file is not validated.
-    """
-    if "\\" in text or '"""' in text or "'''" in text:
-        return None
-    table = ""
-    found: tuple[str, ...] | None = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.startswith("["):
-            table = stripped
-            continue
-        if "runtimes" not in stripped:
-            continue
-        key, _, value = stripped.partition("=")
-        value = value.strip()
-        if found is not None or table != "[nvidia-container-runtime]" or key.strip() != "runtimes":
-            return None
-        if not (value.startswith("[") and value.endswith("]")) or "#" in value:
-            return None
-        items = [item.strip() for item in value[1:-1].split(",")]
-        if items[-1] == "":
-            items.pop()  # a trailing comma, or an empty list
-        if any(len(item) < 2 or item[0] != '"' or item[-1] != '"' or '"' in item[1:-1] for item in items):
-            return None
-        found = tuple(item[1:-1] for item in items)
-    return found
 
 
 def resolve_runtime(runtimes: tuple[str, ...], search_path: str = FIXED_PATH) -> str:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from hook.errors import StateError, decode_error_reason, json_kind
+from hook.jsontext import decode_prefix
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +26,7 @@ class State:
 def parse_state(data: bytes) -> State:
     """Decode one JSON state document; ``bundle`` falls back to the pre-1.0 ``bundlePath``."""
     try:
-        document, _ = json.JSONDecoder().raw_decode(data.decode("utf-8").lstrip())
+        document, _ = decode_prefix(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise StateError(f"could not decode container state: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):

@@ -29,8 +29,9 @@ dump()
 sys.exit(code)
 """
 COLD = frozenset({"typer", "click", "rich", "jsonschema"})
-NOT_BEFORE_CONFIG = COLD | {"tomllib", "dotenv", "typing", "dataclasses"}
-NOT_WITHOUT_ENV_FILE = COLD | {"dotenv"}
+NOT_BEFORE_CONFIG = COLD | {"tomllib", "dotenv", "typing", "dataclasses", "json"}
+# A plain config.toml is read by hook.tomlsubset and JSON by hook.jsontext: neither tomllib, typing nor json.
+NOT_WITHOUT_ENV_FILE = COLD | {"dotenv", "tomllib", "typing", "dataclasses", "json"}
 
 
 def stage_modules(bundle: Path, argv: list[str], tmp_path: Path) -> tuple[set[str], bool]:
@@ -82,12 +83,23 @@ def test_non_gpu_container_stays_lean(
 def test_gpu_container_without_env_file(
     stage: str, tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig
 ) -> None:
-    """A GPU container reaches the exec without importing dotenv or any cold library."""
+    """A GPU container with a plain config reaches the exec without tomllib, typing, json, dotenv or cold libraries."""
     bundle = make_bundle(["NVIDIA_VISIBLE_DEVICES=0"])
     modules, execed = stage_modules(bundle, ["-config", str(make_config()), stage], tmp_path)
     assert execed
-    assert "tomllib" in modules
     assert modules.isdisjoint(NOT_WITHOUT_ENV_FILE), sorted(modules & NOT_WITHOUT_ENV_FILE)
+
+
+def test_config_beyond_the_subset_uses_tomllib(
+    tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig
+) -> None:
+    """A config.toml beyond the plain subset (here a string escape) is parsed by tomllib, still without cold ones."""
+    bundle = make_bundle(["NVIDIA_VISIBLE_DEVICES=0"])
+    config = make_config('[nvidia-container-runtime]\nmode = "\\u0061uto"\n')
+    modules, execed = stage_modules(bundle, ["-config", str(config), "prestart"], tmp_path)
+    assert execed
+    assert "tomllib" in modules
+    assert modules.isdisjoint(COLD | {"dotenv"}), sorted(modules & (COLD | {"dotenv"}))
 
 
 @pytest.mark.parametrize(

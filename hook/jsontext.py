@@ -1,0 +1,75 @@
+"""JSON decoding for the per-container path without the cost of importing ``json``.
+
+``json.decoder`` compiles regular expressions at import, which pulls in ``re`` (enum, functools, the regex
+compiler): about a third of the interpreter's own start, paid by every container. The decoding itself is
+done by CPython's C scanner ``_json.make_scanner``, the very scanner ``json.loads`` uses; only the
+whitespace skipping and the error path (which needs ``json`` for its exception type and message) are here.
+Interpreters without ``_json`` use ``json`` itself. Same results as ``json.loads`` with default arguments.
+"""
+
+from __future__ import annotations
+
+_WHITESPACE = " \t\n\r"
+_CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
+
+
+class _Context:
+    """The attributes ``_json.make_scanner`` reads, with json.loads's defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = _CONSTANTS.__getitem__
+    memo: dict[str, str] = {}  # noqa: RUF012 - the scanner expects this attribute; it clears it itself
+
+
+def _skip(text: str, index: int) -> int:
+    """Return the index of the first non-whitespace character at or after ``index``."""
+    while index < len(text) and text[index] in _WHITESPACE:
+        index += 1
+    return index
+
+
+def _error(message: str, text: str, index: int) -> ValueError:
+    """Build the exception json.loads raises (json.JSONDecodeError, a ValueError)."""
+    import json
+
+    return json.JSONDecodeError(message, text, index)
+
+
+def decode_prefix(text: str) -> tuple[object, int]:
+    """Decode the JSON value at the start of ``text`` (after whitespace); return it and where it ended.
+
+    Like ``json.JSONDecoder().raw_decode`` after stripping leading whitespace; raises a ValueError
+    (json.JSONDecodeError) on invalid input.
+    """
+    try:
+        from _json import make_scanner
+    except ImportError:  # pragma: no cover - not CPython
+        import json
+
+        return json.JSONDecoder().raw_decode(text, _skip(text, 0))
+    start = _skip(text, 0)
+    try:
+        return make_scanner(_Context())(text, start)  # type: ignore[arg-type]  # duck-typed like JSONDecoder
+    except StopIteration as stop:
+        raise _error("Expecting value", text, stop.value) from None
+    except SystemError:
+        # The C scanner builds its error from json.decoder only if that module is already loaded; when it
+        # is not, it fails without an exception. Invalid input, then: let json say precisely why.
+        import json
+
+        return json.JSONDecoder().raw_decode(text, start)
+
+
+def decode(text: str) -> object:
+    """Decode a whole JSON document, as ``json.loads`` does (trailing data is an error)."""
+    if text.startswith("\ufeff"):
+        raise _error("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    value, end = decode_prefix(text)
+    end = _skip(text, end)
+    if end != len(text):
+        raise _error("Extra data", text, end)
+    return value
