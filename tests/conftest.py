@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from hook.config import EnvFileSettings, parse_config
+
 TESTS = Path(__file__).resolve().parent
 STANDIN_CLI = TESTS / "standin" / "nvidia-container-cli"
 HOOK = [sys.executable, "-I", "-m", "hook"]
@@ -42,6 +44,20 @@ MakeBundle = Callable[..., Path]
 MakeConfig = Callable[..., Path]
 RunHook = Callable[..., HookRun]
 MakeEnvFile = Callable[..., Path]
+
+
+def env_settings(directory: Path, **overrides: Any) -> EnvFileSettings:
+    """Build [env-file] settings for one directory (defaults as in config.toml, changed by ``overrides``)."""
+    defaults = parse_config(None, suse=False).env_file._replace(directories=(str(directory),))
+    return defaults._replace(**overrides)
+
+
+@pytest.fixture
+def env_dir(tmp_path: Path) -> Path:
+    """A root-owned directory for env files (tmp/nvidia-env, the one ``make_env_file`` writes to)."""
+    directory = tmp_path / "nvidia-env"
+    directory.mkdir(exist_ok=True)
+    return directory
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import env_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.config import EnvFileSettings
 from hook.envfile import (
     EnvFileMissingError,
     load_env_file_bytes,
@@ -27,27 +27,6 @@ from hook.envfile import (
 from hook.errors import EnvFileError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
-
-
-def env_settings(directory: Path, **overrides: object) -> EnvFileSettings:
-    """Build [env-file] settings for one directory."""
-    values: dict[str, object] = {
-        "variable": VAR,
-        "directories": (str(directory),),
-        "max_bytes": 65536,
-        "on_missing": "error",
-        "require_pod_binding": False,
-    }
-    values.update(overrides)
-    return EnvFileSettings(**values)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def env_dir(tmp_path: Path) -> Path:
-    """A root-owned directory configured as the env-file directory."""
-    directory = tmp_path / "nvidia-env"
-    directory.mkdir()
-    return directory
 
 
 def write(path: Path, content: bytes | str, mode: int = 0o644) -> Path:

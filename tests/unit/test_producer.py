@@ -10,10 +10,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import env_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.config import EnvFileSettings
 from hook.envfile import load_env_file_bytes, parse_env_file
 from hook.errors import EnvFileError, UsageError
 from hook.producer import (
@@ -29,27 +29,6 @@ VAR = "NVIDIA_ENV_FROM_FILE"
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="the writer chowns to root; the hook wants root files"
 )
-
-
-def env_settings(directory: Path, **overrides: object) -> EnvFileSettings:
-    """Build [env-file] settings for one directory."""
-    values: dict[str, object] = {
-        "variable": VAR,
-        "directories": (str(directory),),
-        "max_bytes": 65536,
-        "on_missing": "error",
-        "require_pod_binding": False,
-    }
-    values.update(overrides)
-    return EnvFileSettings(**values)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def env_dir(tmp_path: Path) -> Path:
-    """A directory configured as the env-file directory."""
-    directory = tmp_path / "nvidia-env"
-    directory.mkdir()
-    return directory
 
 
 # --- path scheme -----------------------------------------------------------------------------------------
