@@ -44,7 +44,10 @@ RUNTIME_ENTRY = "hook.shim"
 # Variables a wrapper lets through from its caller (when non-empty); all others are dropped.
 # The hook reads only where its config is; the runtime also passes runc what podman/containerd set for it.
 HOOK_KEEP_ENV = (envvars.NVIDIA_CTK_CONFIG_FILE_PATH, envvars.XDG_CONFIG_HOME)
-RUNTIME_KEEP_ENV = (*HOOK_KEEP_ENV, "NOTIFY_SOCKET", "XDG_RUNTIME_DIR")
+# The runtime shim must hand runc the engine's environment (NOTIFY_SOCKET, XDG_RUNTIME_DIR, proxies for
+# hooks that inherit runc's environment, ...): None keeps it, less the dynamic loader's variables.
+RUNTIME_KEEP_ENV: tuple[str, ...] | None = None
+LOADER_ENV = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
 ENV_BINARY = "/usr/bin/env"
 MANIFEST_VERSION = 1
 DOCKER_MERGE = "docker-runtime"
@@ -110,15 +113,32 @@ def fill_template(name: str, values: dict[str, str]) -> str:
     return text
 
 
-def build_wrapper(name: str, entry: str, *, python: str, keep: tuple[str, ...], config: str | None) -> bytes:
-    """Build the shell wrapper that runs ``entry``'s ``main`` under ``python -I`` with a minimal environment.
+def build_wrapper(
+    name: str, entry: str, *, python: str, keep: tuple[str, ...] | None, config: str | None
+) -> bytes:
+    """Build the shell wrapper that runs ``entry``'s ``main`` under ``python -I``.
 
-    ``config`` (a config.toml path) is baked in as NVIDIA_CTK_CONFIG_FILE_PATH, winning over the caller's.
+    ``keep``: the environment is built from scratch (``env -i``, a fixed PATH, then only these variables when
+    the caller set them); None: the caller's environment is kept, less LD_PRELOAD, LD_LIBRARY_PATH and
+    LD_AUDIT. ``config`` (a config.toml path) is baked in as NVIDIA_CTK_CONFIG_FILE_PATH, winning over the
+    caller's.
     """
-    parts = []
+    if keep is None:
+        parts = [f"-u {variable}" for variable in LOADER_ENV]
+        doc = (
+            "# The caller's environment is kept (runc, and the hooks that inherit it, need it), less the\n"
+            f"# dynamic loader's variables: {', '.join(LOADER_ENV)}."
+        )
+    else:
+        parts = ["-i", f"PATH={shlex.quote(paths.FIXED_PATH)}"]
+        doc = (
+            "# The environment is built from scratch by `env -i`: a fixed PATH, then only the variables\n"
+            "# named below, and those only when the caller set them. LD_PRELOAD, LD_LIBRARY_PATH,\n"
+            "# PYTHONPATH and every other inherited variable are dropped."
+        )
     if config is not None:
         parts.append(shlex.quote(f"{envvars.NVIDIA_CTK_CONFIG_FILE_PATH}={config}"))
-    for variable in keep:
+    for variable in keep or ():
         if config is not None and variable == envvars.NVIDIA_CTK_CONFIG_FILE_PATH:
             continue
         parts.append(f'${{{variable}:+"{variable}=${variable}"}}')
@@ -127,7 +147,7 @@ def build_wrapper(name: str, entry: str, *, python: str, keep: tuple[str, ...], 
         {
             "NAME": name,
             "VERSION": __version__,
-            "PATH": shlex.quote(paths.FIXED_PATH),
+            "ENVDOC": doc,
             "ENV": "".join(f"    {part} \\\n" for part in parts),
             "PYTHON": shlex.quote(python),
             "CODE": shlex.quote(f"from {entry} import main; raise SystemExit(main())"),
@@ -329,7 +349,7 @@ def build_plan(options: InstallOptions) -> Plan:
             raise InstallError(f"--config {options.config}: no file at {rooted(root, options.config)}")
     notes = check_python(options)
 
-    def wrapper(path: str, entry: str, keep: tuple[str, ...]) -> PlannedFile:
+    def wrapper(path: str, entry: str, keep: tuple[str, ...] | None) -> PlannedFile:
         data = build_wrapper(
             os.path.basename(path), entry, python=options.python, keep=keep, config=options.config
         )

@@ -409,21 +409,28 @@ def fake_python(tmp_path: Path) -> Path:
         pytest.param(
             RUNTIME_KEEP_ENV,
             None,
-            {"NOTIFY_SOCKET": "/run/n.sock", "XDG_RUNTIME_DIR": "/run/user/0", "LD_LIBRARY_PATH": "/evil"},
-            {"PATH": paths.FIXED_PATH, "NOTIFY_SOCKET": "/run/n.sock", "XDG_RUNTIME_DIR": "/run/user/0"},
-            id="runtime-keeps-what-runc-needs",
+            {
+                "PATH": "/usr/bin:/bin",
+                "NOTIFY_SOCKET": "/s",
+                "HTTPS_PROXY": "http://p",
+                "LD_LIBRARY_PATH": "/e",
+                "LD_PRELOAD": "/x.so",
+            },
+            {"PATH": "/usr/bin:/bin", "NOTIFY_SOCKET": "/s", "HTTPS_PROXY": "http://p"},
+            id="runtime-keeps-the-engines-environment-less-the-loader",
         ),
     ],
 )
 def test_wrapper_runs_isolated_with_a_minimal_environment(
     tmp_path: Path,
     fake_python: Path,
-    keep: tuple[str, ...],
+    keep: tuple[str, ...] | None,
     config: str | None,
     caller: dict[str, str],
     expected_env: dict[str, str],
 ) -> None:
-    """The wrapper runs the fixed interpreter with -I and only PATH plus the kept variables."""
+    """The wrapper runs the fixed interpreter with -I: the hook with only PATH plus the kept variables, the
+    runtime with the caller's environment less the loader's variables."""
     wrapper = tmp_path / "wrapper"
     wrapper.write_bytes(build_wrapper("w", HOOK_ENTRY, python=str(fake_python), keep=keep, config=config))
     wrapper.chmod(0o755)
