@@ -227,6 +227,9 @@ def test_script_installs_on_start_and_uninstalls_on_sigterm(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # nothing is left when the script exited cleanly
         proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()  # also on failure: no unclosed pipe left to warn in a later test
         if listener is not None:
             listener.close()
     assert proc.returncode == 0, stderr
