@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -196,32 +197,15 @@ def setup_fifo(env_dir: Path, tmp_path: Path) -> str:
     return "a.env"
 
 
-def setup_world_writable(env_dir: Path, tmp_path: Path) -> str:
-    """The env file is world-writable."""
-    (env_dir / "a.env").write_text("NVIDIA_VISIBLE_DEVICES=0\n")
-    (env_dir / "a.env").chmod(0o666)
-    return "a.env"
+def file_with(content: str, mode: int = 0o644) -> Callable[[Path, Path], str]:
+    """A setup that writes the env file with this content and mode."""
 
+    def setup(env_dir: Path, tmp_path: Path) -> str:
+        (env_dir / "a.env").write_text(content)
+        (env_dir / "a.env").chmod(mode)
+        return "a.env"
 
-def setup_refused_key(env_dir: Path, tmp_path: Path) -> str:
-    """The env file sets LD_PRELOAD."""
-    (env_dir / "a.env").write_text("NVIDIA_VISIBLE_DEVICES=0\nLD_PRELOAD=/tmp/evil.so\n")
-    (env_dir / "a.env").chmod(0o644)
-    return "a.env"
-
-
-def setup_pin_mismatch(env_dir: Path, tmp_path: Path) -> str:
-    """The env file is pinned to another pod."""
-    (env_dir / "a.env").write_text("GPU_ENV_HOOK_POD_UID=uid-2\nNVIDIA_VISIBLE_DEVICES=0\n")
-    (env_dir / "a.env").chmod(0o644)
-    return "a.env"
-
-
-def setup_bad_capability(env_dir: Path, tmp_path: Path) -> str:
-    """The env file is fine, but the merged environment asks for an unknown capability."""
-    (env_dir / "a.env").write_text("NVIDIA_VISIBLE_DEVICES=0\nNVIDIA_DRIVER_CAPABILITIES=secret-cap\n")
-    (env_dir / "a.env").chmod(0o644)
-    return "a.env"
+    return setup
 
 
 def setup_missing(env_dir: Path, tmp_path: Path) -> str:
@@ -235,22 +219,22 @@ def setup_missing(env_dir: Path, tmp_path: Path) -> str:
         pytest.param(setup_symlink, "env file '{dir}/a.env': is a symlink, not a regular file", id="symlink"),
         pytest.param(setup_fifo, "env file '{dir}/a.env': is a FIFO, not a regular file", id="fifo"),
         pytest.param(
-            setup_world_writable,
+            file_with("NVIDIA_VISIBLE_DEVICES=0\n", 0o666),
             "env file '{dir}/a.env': must not be group- or world-writable (mode 0666)",
             id="world-writable",
         ),
         pytest.param(
-            setup_refused_key,
+            file_with("NVIDIA_VISIBLE_DEVICES=0\nLD_PRELOAD=/tmp/evil.so\n"),
             "env file '{dir}/a.env' line 2: a key matching LD_* may not be set from an env file",
             id="refused-key",
         ),
         pytest.param(
-            setup_pin_mismatch,
+            file_with("GPU_ENV_HOOK_POD_UID=uid-2\nNVIDIA_VISIBLE_DEVICES=0\n"),
             "env file '{dir}/a.env': is pinned to another pod (annotation io.kubernetes.cri.sandbox-uid differs)",
             id="pin-mismatch",
         ),
         pytest.param(
-            setup_bad_capability,
+            file_with("NVIDIA_VISIBLE_DEVICES=0\nNVIDIA_DRIVER_CAPABILITIES=secret-cap\n"),
             "env file '{dir}/a.env': NVIDIA_DRIVER_CAPABILITIES names capabilities outside supported-driver-capabilities",
             id="rule-failure-after-merge",
         ),
@@ -262,13 +246,12 @@ def test_refusal_is_one_line_and_leaves_the_bundle_alone(
     env_config: MakeConfig,
     run_hook: RunHook,
     tmp_path: Path,
-    setup: object,
+    setup: Callable[[Path, Path], str],
     message: str,
 ) -> None:
     """Every refusal: exit 1, exactly one stderr line, no file content, config.json byte-identical, no cli."""
     env_dir = tmp_path / "nvidia-env"
     env_dir.mkdir()
-    assert callable(setup)
     name = setup(env_dir, tmp_path)
     bundle = make_bundle(
         ["NVIDIA_VISIBLE_DEVICES=fake0", f"{VAR}={env_dir}/{name}"], annotations=CONTAINERD_POD
