@@ -48,6 +48,30 @@ def config_mentions(text: str | None, markers: tuple[str, ...] = SELECTION_MARKE
     )
 
 
+def config_may_select(text: str | None) -> bool:
+    """Tell whether config.toml could change which variables name GPUs or the env file (then parse it).
+
+    True when a non-comment line mentions swarm-resource, ``variable`` or a TOML escape and the file is not
+    in the plain subset; for a plain file (``hook.tomlsubset``, no tomllib) only a non-empty
+    ``swarm-resource`` or an ``[env-file] variable`` other than the default counts — so the file
+    ``gpu-env-hook config default`` writes does not make every container parse it. A value of the wrong
+    type counts too, so that parsing reports it.
+    """
+    if not config_mentions(text):
+        return False
+    from hook.tomlsubset import parse_toml_subset
+
+    assert text is not None  # noqa: S101 - config_mentions is False for None
+    document = parse_toml_subset(text)
+    if document is None:
+        return True
+    env_file = document.get("env-file")
+    variable = env_file.get("variable", envvars.NVIDIA_ENV_FROM_FILE) if isinstance(env_file, dict) else None
+    return document.get("swarm-resource", "") != "" or (
+        env_file is not None and variable != envvars.NVIDIA_ENV_FROM_FILE
+    )
+
+
 def load_config_text(path: str, *, required: bool) -> str | None:
     """Read the config file's text; ``None`` when an optional file does not exist."""
     try:

@@ -21,7 +21,7 @@ from hook.bundle import (
     spec_mounts,
     write_spec,
 )
-from hook.configfile import config_mentions, find_config_path, load_config_text
+from hook.configfile import config_may_select, find_config_path, load_config_text
 from hook.devices import DEVICE_LIST_ROOT
 from hook.errors import RequestError
 from hook.privilege import resolve_privileged
@@ -78,19 +78,17 @@ class Resolution:
 
 
 def may_request_gpu(env: dict[str, str], mounts: list[tuple[str, str]], config_text: str | None) -> bool:
-    """Tell whether any configuration could make this a GPU container (False: exit 0 without parsing TOML).
+    """Tell whether any configuration could make this a GPU container (False: exit 0 without parsing it).
 
-    Without a config line that mentions swarm-resource or an env-file variable (or a TOML escape), only
-    NVIDIA_VISIBLE_DEVICES, a legacy CUDA_VERSION, NVIDIA_ENV_FROM_FILE or a device-list mount can.
+    NVIDIA_VISIBLE_DEVICES, a legacy CUDA_VERSION, NVIDIA_ENV_FROM_FILE or a device-list mount can; other
+    variables only through config.toml's swarm-resource or [env-file] variable (``config_may_select``).
     """
-    if config_mentions(config_text):
-        return True
     if envvars.NVIDIA_VISIBLE_DEVICES in env or env.get(envvars.CUDA_VERSION):
         return True
     if env.get(envvars.NVIDIA_ENV_FROM_FILE):
         return True
     device_list_dir = DEVICE_LIST_ROOT.rsplit("/", 1)[1]
-    return any(device_list_dir in destination for _, destination in mounts)
+    return any(device_list_dir in destination for _, destination in mounts) or config_may_select(config_text)
 
 
 def resolve_container(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hook import envvars
 from hook.bundle import parse_env, process_env
-from hook.configfile import config_mentions
+from hook.configfile import config_may_select
 from hook.devices import DEVICE_LIST_ROOT
 
 TYPE_CHECKING = False
@@ -34,7 +34,7 @@ def spec_may_matter(raw: bytes, config_text: str | None, *, gpu: bool) -> bool:
     False means: pass the spec on untouched. A config that may rename the variable always says True.
     """
     markers = ENV_FILE_MARKERS + GPU_MARKERS if gpu else ENV_FILE_MARKERS
-    return any(marker in raw for marker in markers) or config_mentions(config_text)
+    return any(marker in raw for marker in markers) or config_may_select(config_text)
 
 
 def merge_spec_env(

@@ -77,6 +77,23 @@ def test_non_gpu_container_stays_lean(
     assert modules.isdisjoint(NOT_BEFORE_CONFIG), sorted(modules & NOT_BEFORE_CONFIG)
 
 
+def test_non_gpu_container_with_the_generated_default_config(tmp_path: Path, make_bundle: MakeBundle) -> None:
+    """A node whose config.toml is `gpu-env-hook config default` (every key spelled out) still skips parsing
+    it for a container that asks for no GPU."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        subprocess.run([*HOOK, "config", "default"], capture_output=True, text=True, check=True).stdout
+    )
+    modules, execed = stage_modules(
+        make_bundle(["PATH=/bin"]), ["-config", str(config), "prestart"], tmp_path
+    )
+    assert not execed
+    assert modules.isdisjoint(NOT_BEFORE_CONFIG), sorted(modules & NOT_BEFORE_CONFIG)
+    full_names = set((tmp_path / "modules.txt").read_text().split("\n"))
+    assert "hook.prestart" in full_names
+    assert "hook.config" not in full_names
+
+
 @pytest.mark.parametrize(
     "stage", [pytest.param("prestart", id="prestart"), pytest.param("createRuntime", id="cri")]
 )
