@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from hook.prestart import Options
 
 PROG = "gpu-env-hook"
-STAGES = ("prestart", "createRuntime", "poststart", "poststop", "precreate")
 HUMAN_COMMANDS = ("resolve", "validate", "env-file", "config", "doctor", "install", "uninstall")
 _STRING_FLAGS = ("config",)
 _BOOL_FLAGS = ("debug", "version", "env-only")

@@ -10,8 +10,8 @@ import posixpath
 
 from hook import envvars, log
 from hook.cdi import is_qualified_name
+from hook.paths import DEVICE_LIST_ROOT
 
-DEVICE_LIST_ROOT = "/var/run/nvidia-container-devices"
 _IMEX_PREFIX = "imex/"
 _CDI_PREFIX = "cdi/"
 

@@ -42,13 +42,12 @@ ENGINES = ("podman", "crio", "containerd", "docker")
 HOOK_ENTRY = "hook.__main__"
 RUNTIME_ENTRY = "hook.shim"
 # Variables a wrapper lets through from its caller (when non-empty); all others are dropped.
-# The hook reads only where its config is; the runtime also passes runc what podman/containerd set for it.
+# The hook keeps only the variables upstream reads to find its config.
 HOOK_KEEP_ENV = (envvars.NVIDIA_CTK_CONFIG_FILE_PATH, envvars.XDG_CONFIG_HOME)
 # The runtime shim must hand runc the engine's environment (NOTIFY_SOCKET, XDG_RUNTIME_DIR, proxies for
 # hooks that inherit runc's environment, ...): None keeps it, less the dynamic loader's variables.
 RUNTIME_KEEP_ENV: tuple[str, ...] | None = None
 LOADER_ENV = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
-ENV_BINARY = "/usr/bin/env"
 MANIFEST_VERSION = 1
 DOCKER_MERGE = "docker-runtime"
 CONTAINERD_IMPORT = paths.CONTAINERD_DROPIN_DIR + "/*.toml"

@@ -24,6 +24,9 @@ CRIO_DROPIN_NAME = "99-gpu-env-hook.conf"
 # What `install` wrote, per engine, so `uninstall` can take exactly that off again.
 STATE_DIR = "/var/lib/gpu-env-hook"
 
+# Inside a container: /dev/null mounts below this root request devices (upstream's volume-mount strategy).
+DEVICE_LIST_ROOT = "/var/run/nvidia-container-devices"
+
 # The runtime handler name engines know the shim by.
 RUNTIME_HANDLER = "gpu-env"
 

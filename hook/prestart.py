@@ -22,8 +22,8 @@ from hook.bundle import (
     write_spec,
 )
 from hook.configfile import config_may_select, find_config_path, load_config_text
-from hook.devices import DEVICE_LIST_ROOT
 from hook.errors import RequestError
+from hook.paths import DEVICE_LIST_ROOT
 from hook.privilege import resolve_privileged
 from hook.state import load_state
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hook import envvars
 from hook.bundle import parse_env, process_env
 from hook.configfile import config_may_select
-from hook.devices import DEVICE_LIST_ROOT
+from hook.paths import DEVICE_LIST_ROOT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

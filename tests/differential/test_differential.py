@@ -112,6 +112,14 @@ def check_stderr(result: HookRun, case: Case, render: Render) -> None:
             assert line == render(expected)
 
 
+def render_stdin(case: Case, render: Render) -> bytes:
+    """The bytes the row gives the hook on stdin: its raw stdin, or its state (default: pid 4242, the bundle)."""
+    if case.stdin is not None:
+        return render(case.stdin.decode()).encode()
+    state = case.state if case.state is not None else {"pid": 4242, "bundle": "{bundle}"}
+    return json.dumps(render.data(state)).encode()
+
+
 @pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in CASES])
 def test_differential(
     case: Case, tmp_path: Path, record_path: Path, make_bundle: MakeBundle, run_hook: RunHook
@@ -119,11 +127,7 @@ def test_differential(
     """The hook's exit status, stderr lines, the cli's exact argv and env are those of the table's row."""
     render = Render(tmp_path)
     bundle, config, flags, hook_env = write_inputs(case, tmp_path, render, make_bundle, record_path)
-    if case.stdin is not None:
-        stdin = render(case.stdin.decode()).encode()
-    else:
-        state = case.state if case.state is not None else {"pid": 4242, "bundle": "{bundle}"}
-        stdin = json.dumps(render.data(state)).encode()
+    stdin = render_stdin(case, render)
     result = run_hook(bundle, config=config, flags=flags, command=case.command, stdin=stdin, env=hook_env)
     assert (result.returncode, result.stdout) == (case.exit, case.stdout), result.stderr
     check_stderr(result, case, render)

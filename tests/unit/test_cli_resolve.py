@@ -208,7 +208,7 @@ if str(DIFFERENTIAL) not in sys.path:
 
 from differential_cases import CASES as TABLE  # noqa: E402
 from differential_cases import Case as Row  # noqa: E402
-from test_differential import Render, write_inputs  # noqa: E402
+from test_differential import Render, render_stdin, write_inputs  # noqa: E402
 
 from hook.__main__ import parse_flags  # noqa: E402
 from hook.cli import build_resolve_document  # noqa: E402
@@ -239,11 +239,7 @@ def test_resolve_agrees_with_the_differential_table(
     """On every stage row of the differential table (which pins the real hook), resolve gives its exit and argv."""
     render = Render(tmp_path)
     bundle, config, flags, hook_env = write_inputs(row, tmp_path, render, make_bundle, record_path)
-    if row.stdin is not None:
-        stdin = render(row.stdin.decode()).encode()
-    else:
-        state = row.state if row.state is not None else {"pid": 4242, "bundle": "{bundle}"}
-        stdin = json.dumps(render.data(state)).encode()
+    stdin = render_stdin(row, render)
     parsed, _ = parse_flags([*(["-config", str(config)] if config else []), *flags])
     environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "XDG_CONFIG_HOME": str(bundle / "no-xdg")}
     environ.update(hook_env)
