@@ -1,0 +1,71 @@
+"""``install`` / ``uninstall``: one module per engine, what they share, and the installer that orders them.
+
+- ``common``: options, planned files, rooted paths, templates and safe text builders;
+- ``manifest``: what install wrote and replaced, so uninstall can undo exactly that;
+- ``wrappers``: the shell wrappers the engines execute;
+- ``podman`` (oci-hooks.d JSON), ``crio``, ``containerd``, ``docker``: each builds its files from the node's
+  current config;
+- ``installer``: orders the steps and records what to undo; ``commands``: the typer commands.
+
+The names below are the package's public interface (tests, ``hook.cli``, the benchmarks).
+"""
+
+from __future__ import annotations
+
+from hook.install.commands import register
+from hook.install.common import (
+    CONFIG_MODE,
+    ENGINES,
+    EXECUTABLE_MODE,
+    InstallError,
+    InstallOptions,
+    Plan,
+    PlannedFile,
+    rooted,
+)
+from hook.install.containerd import (
+    CONTAINERD_IMPORT,
+    build_containerd_dropin,
+    containerd_imports_dropin,
+    resolve_containerd_version,
+)
+from hook.install.crio import build_crio_dropin
+from hook.install.docker import DOCKER_MERGE, merge_daemon_json, unmerge_daemon_json
+from hook.install.installer import build_plan, write_install, write_uninstall
+from hook.install.podman import build_hook_json
+from hook.install.wrappers import (
+    HOOK_ENTRY,
+    HOOK_KEEP_ENV,
+    RUNTIME_ENTRY,
+    RUNTIME_KEEP_ENV,
+    build_wrapper,
+)
+
+__all__ = [
+    "CONFIG_MODE",
+    "CONTAINERD_IMPORT",
+    "DOCKER_MERGE",
+    "ENGINES",
+    "EXECUTABLE_MODE",
+    "HOOK_ENTRY",
+    "HOOK_KEEP_ENV",
+    "RUNTIME_ENTRY",
+    "RUNTIME_KEEP_ENV",
+    "InstallError",
+    "InstallOptions",
+    "Plan",
+    "PlannedFile",
+    "build_containerd_dropin",
+    "build_crio_dropin",
+    "build_hook_json",
+    "build_plan",
+    "build_wrapper",
+    "containerd_imports_dropin",
+    "merge_daemon_json",
+    "register",
+    "resolve_containerd_version",
+    "rooted",
+    "unmerge_daemon_json",
+    "write_install",
+    "write_uninstall",
+]

@@ -1,0 +1,95 @@
+"""The ``install`` and ``uninstall`` commands: typer options in, the installer's report out."""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from hook import paths
+from hook.install.common import InstallOptions
+from hook.install.installer import write_install, write_uninstall
+
+
+class Engine(enum.StrEnum):
+    """The engines install knows."""
+
+    podman = "podman"
+    crio = "crio"
+    containerd = "containerd"
+    docker = "docker"
+
+
+def default_python() -> str:
+    """Return this interpreter's absolute path, symlinks kept (a venv's python finds the venv by its path)."""
+    return os.path.abspath(sys.executable)
+
+
+def install_command(
+    *,
+    engine: Annotated[Engine, typer.Option(help="The engine to install for.")],
+    root: Annotated[
+        str, typer.Option(help="The node's / as seen from here (e.g. /host in a DaemonSet).")
+    ] = "/",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print each file it would write; write nothing.")
+    ] = False,
+    as_nvidia_hook: Annotated[
+        bool, typer.Option("--as-nvidia-hook", help=f"Also install as {paths.NVIDIA_HOOK_ALIAS}.")
+    ] = False,
+    precreate: Annotated[
+        bool,
+        typer.Option(
+            "--precreate", help="podman: also install the precreate hook (env reaches the process)."
+        ),
+    ] = False,
+    config: Annotated[
+        str | None,
+        typer.Option(help="config.toml the wrappers use (baked in as NVIDIA_CTK_CONFIG_FILE_PATH)."),
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option(help="Interpreter the wrappers run, as a node path (default: this one).")
+    ] = None,
+    hooks_dir: Annotated[
+        str, typer.Option(help="oci-hooks.d directory (podman, CRI-O).")
+    ] = paths.OCI_HOOKS_DIRS[0],
+    containerd_config_version: Annotated[
+        int | None,
+        typer.Option(min=2, max=3, help="containerd drop-in version (default: the main config's)."),
+    ] = None,
+) -> None:
+    """Install the hook and the runtime shim for one engine (undo with uninstall)."""
+    options = InstallOptions(
+        engine=engine.value,
+        python=python or default_python(),
+        root=os.path.abspath(root),
+        config=config,
+        as_nvidia_hook=as_nvidia_hook,
+        precreate=precreate,
+        hooks_dir=hooks_dir,
+        containerd_config_version=containerd_config_version,
+    )
+    for line in write_install(options, dry_run=dry_run):
+        typer.echo(line)
+
+
+def uninstall_command(
+    *,
+    engine: Annotated[Engine, typer.Option(help="The engine to uninstall for.")],
+    root: Annotated[str, typer.Option(help="The node's / as seen from here (as given to install).")] = "/",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what it would do; change nothing.")
+    ] = False,
+) -> None:
+    """Remove what install wrote for one engine and restore what it replaced."""
+    for line in write_uninstall(engine.value, os.path.abspath(root), dry_run=dry_run):
+        typer.echo(line)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``install`` and ``uninstall`` commands to ``app``."""
+    app.command("install")(install_command)
+    app.command("uninstall")(uninstall_command)

@@ -1,0 +1,114 @@
+"""What every engine's installer shares: the options, the planned files, rooted paths and safe text builders.
+
+Every path is the node's (``/usr/local/...``); ``--root DIR`` only prefixes where files are read and written,
+so a DaemonSet with the host's ``/`` at ``/host`` runs ``install --root /host`` and the engines see the node's
+own paths. Templates are package data (``hook/templates``); every JSON written is validated with
+``hook.schema`` before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from importlib import resources
+from typing import NamedTuple
+
+from hook import paths
+from hook.errors import HookError
+
+ENGINES = ("podman", "crio", "containerd", "docker")
+EXECUTABLE_MODE = 0o755
+CONFIG_MODE = 0o644
+_BARE_TOML_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLACEHOLDER = re.compile(r"@[A-Z_]+@")
+
+
+class InstallError(HookError):
+    """install or uninstall cannot proceed; nothing was changed by the step that refused."""
+
+
+class InstallOptions(NamedTuple):
+    """What to install: every path is the node's; ``root`` only prefixes reads and writes."""
+
+    engine: str
+    python: str
+    root: str = "/"
+    config: str | None = None
+    as_nvidia_hook: bool = False
+    precreate: bool = False
+    hooks_dir: str = paths.OCI_HOOKS_DIRS[0]
+    containerd_config_version: int | None = None
+
+
+class PlannedFile(NamedTuple):
+    """One file install writes: where (node path), what, its mode, and how uninstall undoes it."""
+
+    path: str
+    data: bytes
+    mode: int
+    merge: str | None = None
+
+
+class EnginePlan(NamedTuple):
+    """What one engine module adds to an install: its files in write order, and what to tell the user."""
+
+    files: tuple[PlannedFile, ...]
+    notes: tuple[str, ...]
+
+
+class Plan(NamedTuple):
+    """Everything install will write for one engine, in write order, and what to tell the user after."""
+
+    engine: str
+    files: tuple[PlannedFile, ...]
+    notes: tuple[str, ...]
+
+
+def rooted(root: str, path: str) -> str:
+    """Return where the node path ``path`` is, seen from this process when the node's ``/`` is ``root``."""
+    if root in ("", "/"):
+        return path
+    return os.path.join(root, path.lstrip("/"))
+
+
+def read_file(path: str) -> bytes | None:
+    """Return a file's bytes, or None when there is none."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise InstallError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def fill_template(name: str, values: dict[str, str]) -> str:
+    """Return the package template ``name`` with each ``@KEY@`` replaced; every placeholder must be given."""
+    text = resources.files("hook").joinpath("templates", name).read_text(encoding="utf-8")
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    left = _PLACEHOLDER.search(text)
+    if left:
+        raise InstallError(f"template {name}: no value for {left.group(0)}")
+    return text
+
+
+def dump_json(document: object, kind: str, where: str, *, indent: int = 2) -> bytes:
+    """Validate ``document`` against the schema of ``kind`` and return it as JSON text."""
+    from hook.schema import validate_document
+
+    problems = validate_document(document, kind)
+    if problems:
+        raise InstallError(f"{where}: would not be valid: {problems[0]}")
+    return (json.dumps(document, indent=indent) + "\n").encode()
+
+
+def toml_string(value: str) -> str:
+    """Quote ``value`` as a TOML basic string."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def toml_key(value: str) -> str:
+    """Write ``value`` as a TOML key: bare when it can be, else quoted."""
+    return value if _BARE_TOML_KEY.match(value) else toml_string(value)

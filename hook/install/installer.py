@@ -1,0 +1,234 @@
+"""``install`` / ``uninstall``: put the hook on a node for one engine, and take exactly that off again.
+
+``install`` writes, in this order (an engine never sees a config naming a file that is not there yet):
+the wrappers the engines execute (``hook.paths.HOOK_WRAPPER``, ``RUNTIME_WRAPPER`` and, with
+``--as-nvidia-hook``, ``NVIDIA_HOOK_ALIAS``), then the engine's config (a containerd or CRI-O drop-in, the
+``runtimes`` entry merged into Docker's ``daemon.json``), then the oci-hooks.d JSON (podman, CRI-O) last.
+Before any of it, a manifest records each file's digest and the file it replaced, and the directories
+install created; ``uninstall`` walks it backwards: a file still as install wrote it is removed or its
+predecessor restored byte for byte, ``daemon.json`` loses only our key, a file someone changed since is left
+alone and named. A file another engine's manifest also lists stays.
+
+The engine modules (``podman``, ``crio``, ``containerd``, ``docker``) each build their planned files from the
+node's current config; this module only orders the steps and records what to undo.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import stat
+from collections.abc import Callable
+from typing import Any
+
+from hook import paths
+from hook.bundle import write_atomic
+from hook.install import containerd, crio, docker, podman, wrappers
+from hook.install.common import (
+    ENGINES,
+    EnginePlan,
+    InstallError,
+    InstallOptions,
+    Plan,
+    dump_json,
+    read_file,
+    rooted,
+)
+from hook.install.manifest import (
+    build_manifest,
+    load_manifest,
+    load_other_manifests,
+    manifest_entry,
+    manifest_path,
+    missing_directories,
+    sha256,
+)
+
+# Each engine module's planner: the node's current config in, its files and notes out.
+PLANNERS: dict[str, Callable[[InstallOptions], EnginePlan]] = {
+    "podman": podman.plan,
+    "crio": crio.plan,
+    "containerd": containerd.plan,
+    "docker": docker.plan,
+}
+# How uninstall takes our part out of a file it merged into (instead of restoring the bytes it replaced).
+UNMERGERS: dict[str, Callable[[bytes, bytes | None, str], bytes | None]] = {
+    docker.DOCKER_MERGE: docker.unmerge_daemon_json,
+}
+
+
+def build_plan(options: InstallOptions) -> Plan:
+    """Decide every file install writes for ``options`` (reads the node's current configs, writes nothing)."""
+    engine, root = options.engine, options.root
+    if engine not in ENGINES:
+        raise InstallError(f"--engine {engine}: must be one of {', '.join(ENGINES)}")
+    if options.precreate and engine != "podman":
+        raise InstallError("--precreate: only podman runs precreate hooks; use it with --engine podman")
+    if not os.path.isabs(options.hooks_dir):
+        raise InstallError(f"--hooks-dir {options.hooks_dir}: must be an absolute path")
+    if options.config is not None:
+        if not os.path.isabs(options.config):
+            raise InstallError(f"--config {options.config}: must be an absolute path")
+        if not os.path.isfile(rooted(root, options.config)):
+            raise InstallError(f"--config {options.config}: no file at {rooted(root, options.config)}")
+    notes = wrappers.check_python(options)
+    files, wrapper_notes = wrappers.plan(options)
+    engine_plan = PLANNERS[engine](options)
+    return Plan(engine, (*files, *engine_plan.files), (*notes, *wrapper_notes, *engine_plan.notes))
+
+
+def write_directories(root: str, directories: list[str]) -> None:
+    """Create the node directories (parents first), 0755 (the state directory 0700)."""
+    for directory in directories:
+        where = rooted(root, directory)
+        if os.path.isdir(where):
+            continue
+        mode = 0o700 if directory == paths.STATE_DIR else 0o755
+        os.mkdir(where, mode)
+        os.chmod(where, mode)
+
+
+def write_previous(where: str, previous: dict[str, Any]) -> None:
+    """Put a recorded file back, atomically: a symlink as a symlink, a file with its mode and owner."""
+    if "symlink" in previous:
+        tmp = f"{where}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        os.symlink(previous["symlink"], tmp)
+        try:
+            os.replace(tmp, where)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return
+    owner = (previous["uid"], previous["gid"]) if os.geteuid() == 0 else None
+    write_atomic(where, base64.b64decode(previous["data"]), mode=previous["mode"], owner=owner)
+
+
+def kept_owner(where: str) -> tuple[int, int] | None:
+    """Return the owner a replaced file keeps (only root can give a file to someone else)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        st = os.lstat(where)
+    except FileNotFoundError:
+        return None
+    return (st.st_uid, st.st_gid) if stat.S_ISREG(st.st_mode) else None
+
+
+def remove_file(where: str) -> None:
+    """Remove a file; one that is already gone is fine."""
+    try:
+        os.unlink(where)
+    except FileNotFoundError:
+        return
+
+
+def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str]:
+    """Install for ``options.engine`` (or, with ``dry_run``, say what would be written); return the report."""
+    plan = build_plan(options)
+    root = options.root
+    own = load_manifest(root, plan.engine)
+    others = load_other_manifests(root, plan.engine)
+    manifest_at = manifest_path(plan.engine)
+    created = missing_directories(root, [*(planned.path for planned in plan.files), manifest_at])
+    manifest = build_manifest(plan, root, own, others, created)
+    manifest_data = dump_json(manifest, "install-manifest", rooted(root, manifest_at))
+    stale = [
+        entry for entry in (own or {}).get("files", []) if manifest_entry(manifest, entry["path"]) is None
+    ]
+    if dry_run:
+        lines = [f"would create directory {rooted(root, directory)}" for directory in created]
+        for planned in plan.files:
+            lines.append(f"would write {rooted(root, planned.path)} (mode {planned.mode:04o}):")
+            lines += ["    " + line for line in planned.data.decode().splitlines()]
+        lines.append(f"would write {rooted(root, manifest_at)} (what uninstall undoes)")
+        lines += [f"would undo {rooted(root, entry['path'])} (no longer installed)" for entry in stale]
+        return lines
+    write_directories(root, created)
+    write_atomic(rooted(root, manifest_at), manifest_data, mode=0o600)
+    lines = [f"created directory {rooted(root, directory)}" for directory in created]
+    for planned in plan.files:
+        where = rooted(root, planned.path)
+        write_atomic(where, planned.data, mode=planned.mode, owner=kept_owner(where))
+        lines.append(f"wrote {rooted(root, planned.path)}")
+    for entry in reversed(stale):
+        lines += undo_file(entry, root, others)
+    lines.append(f"wrote {rooted(root, manifest_at)} (what uninstall undoes)")
+    return lines + list(plan.notes)
+
+
+def undo_file(
+    entry: dict[str, Any], root: str, others: dict[str, dict[str, Any]], *, dry_run: bool = False
+) -> list[str]:
+    """Take one installed file off again: restore its predecessor, remove it, or leave a changed one."""
+    path, previous = entry["path"], entry["previous"]
+    where = rooted(root, path)
+    sharing = [engine for engine, manifest in others.items() if manifest_entry(manifest, path) is not None]
+    if sharing:
+        return [f"kept {where}: also installed for --engine {', '.join(sharing)}"]
+    try:
+        st = os.lstat(where)
+    except FileNotFoundError:
+        st = None
+    current = read_file(where) if st is not None and stat.S_ISREG(st.st_mode) else None
+    verb = "would " if dry_run else ""
+    if st is None:
+        if previous is None:
+            return [f"{where}: already gone"]
+        if not dry_run:
+            write_previous(where, previous)
+        return [f"{verb}restore {where} (it was gone)"]
+    unmerge = UNMERGERS.get(entry["merge"] or "")
+    if current is not None and unmerge is not None:
+        before = base64.b64decode(previous["data"]) if previous is not None and "data" in previous else None
+        data = unmerge(current, before, where)
+        if data is None:
+            if not dry_run:
+                remove_file(where)
+            return [f"{verb}remove {where}"]
+        if not dry_run:
+            write_atomic(where, data, owner=kept_owner(where))
+        return [f"{verb}{'restore' if data == before else 'take our runtime out of'} {where}"]
+    if current is None or sha256(current) != entry["sha256"]:
+        return [f"left {where}: changed since install; remove it by hand if nothing needs it"]
+    if previous is None:
+        if not dry_run:
+            remove_file(where)
+        return [f"{verb}remove {where}"]
+    if not dry_run:
+        write_previous(where, previous)
+    return [f"{verb}restore {where}"]
+
+
+def write_uninstall(engine: str, root: str = "/", *, dry_run: bool = False) -> list[str]:
+    """Undo what ``install --engine engine`` wrote under ``root``; return the report."""
+    if engine not in ENGINES:
+        raise InstallError(f"--engine {engine}: must be one of {', '.join(ENGINES)}")
+    manifest = load_manifest(root, engine)
+    manifest_at = rooted(root, manifest_path(engine))
+    if manifest is None:
+        raise InstallError(f"--engine {engine}: not installed under {root} (no {manifest_at})")
+    others = load_other_manifests(root, engine)
+    lines = []
+    for entry in reversed(manifest["files"]):
+        lines += undo_file(entry, root, others, dry_run=dry_run)
+    if dry_run:
+        lines.append(f"would remove {manifest_at}")
+        lines += [
+            f"would remove directory {rooted(root, directory)} if empty"
+            for directory in reversed(manifest["directories"])
+        ]
+        return lines
+    remove_file(manifest_at)
+    lines.append(f"removed {manifest_at}")
+    for directory in reversed(manifest["directories"]):
+        where = rooted(root, directory)
+        try:
+            os.rmdir(where)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            if not others:
+                lines.append(f"kept directory {where}: it holds files install did not write")
+            continue
+        lines.append(f"removed directory {where}")
+    return lines

@@ -1,0 +1,150 @@
+"""The install manifest: what each file install wrote replaced, so uninstall can put exactly that back.
+
+A manifest (``<STATE_DIR>/install-<engine>.json``) records each file's digest and the file it replaced, and
+the directories install created. A file another engine's manifest also lists keeps the predecessor recorded
+first, so whichever uninstall comes last restores it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import stat
+from typing import Any
+
+from hook import __version__, paths
+from hook.install.common import ENGINES, InstallError, Plan, read_file, rooted
+
+MANIFEST_VERSION = 1
+
+
+def manifest_path(engine: str) -> str:
+    """Return the node path of an engine's install manifest."""
+    return os.path.join(paths.STATE_DIR, f"install-{engine}.json")
+
+
+def load_manifest(root: str, engine: str) -> dict[str, Any] | None:
+    """Return an engine's manifest, or None when that engine is not installed under ``root``."""
+    where = rooted(root, manifest_path(engine))
+    data = read_file(where)
+    if data is None:
+        return None
+    from hook.schema import parse_document, validate_document
+
+    document = parse_document(data, "install-manifest", where)
+    problems = validate_document(document, "install-manifest")
+    if problems or not isinstance(document, dict) or document.get("engine") != engine:
+        reason = str(problems[0]) if problems else f"$.engine: must be {json.dumps(engine)}"
+        raise InstallError(f"{where}: not a manifest install wrote ({reason}); remove it by hand")
+    return document
+
+
+def load_other_manifests(root: str, engine: str) -> dict[str, dict[str, Any]]:
+    """Return the manifests of the other engines installed under ``root``."""
+    found = {}
+    for other in ENGINES:
+        if other != engine:
+            document = load_manifest(root, other)
+            if document is not None:
+                found[other] = document
+    return found
+
+
+def manifest_entry(manifest: dict[str, Any], path: str) -> dict[str, Any] | None:
+    """Return the manifest's entry for ``path``."""
+    for entry in manifest["files"]:
+        if entry["path"] == path:
+            found: dict[str, Any] = entry
+            return found
+    return None
+
+
+def sha256(data: bytes) -> str:
+    """Return the hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def capture_previous(where: str) -> dict[str, Any] | None:
+    """Record the file at ``where`` so uninstall can put it back (None: there is none)."""
+    try:
+        st = os.lstat(where)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return {"symlink": os.readlink(where)}
+    if not stat.S_ISREG(st.st_mode):
+        raise InstallError(f"{where}: exists and is not a regular file; move it away first")
+    data = read_file(where) or b""
+    return {
+        "data": base64.b64encode(data).decode("ascii"),
+        "mode": stat.S_IMODE(st.st_mode),
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+    }
+
+
+def missing_directories(root: str, node_paths: list[str]) -> list[str]:
+    """Return the node directories (parents first) that must be created to hold ``node_paths``."""
+    missing: list[str] = []
+    for path in node_paths:
+        chain = []
+        directory = os.path.dirname(path)
+        while directory not in ("", "/") and not os.path.isdir(rooted(root, directory)):
+            chain.append(directory)
+            directory = os.path.dirname(directory)
+        missing += [found for found in reversed(chain) if found not in missing]
+    return missing
+
+
+def build_manifest(
+    plan: Plan, root: str, own: dict[str, Any] | None, others: dict[str, dict[str, Any]], created: list[str]
+) -> dict[str, Any]:
+    """Record what ``plan`` writes and what each file replaces.
+
+    A file this engine or another installed engine already wrote keeps the predecessor recorded then, so
+    whichever uninstall comes last restores it; a directory they created is listed again for the same reason.
+    """
+    entries = []
+    for planned in plan.files:
+        previous: dict[str, Any] | None = None
+        recorded = False
+        for engine, manifest in [(plan.engine, own), *others.items()]:
+            entry = manifest_entry(manifest, planned.path) if manifest is not None else None
+            if entry is None:
+                continue
+            if engine != plan.engine and planned.merge is None and entry["sha256"] != sha256(planned.data):
+                raise InstallError(
+                    f"{planned.path}: `install --engine {engine}` wrote it with other options; "
+                    f"install with the same options, or uninstall --engine {engine} first"
+                )
+            previous, recorded = entry["previous"], True
+            break
+        if not recorded:
+            previous = capture_previous(rooted(root, planned.path))
+        entries.append(
+            {
+                "path": planned.path,
+                "sha256": sha256(planned.data),
+                "mode": planned.mode,
+                "merge": planned.merge,
+                "previous": previous,
+            }
+        )
+    ours = [planned.path for planned in plan.files] + [manifest_path(plan.engine)]
+    directories = list(created)
+    for manifest in [own, *others.values()]:
+        listed: list[str] = (manifest or {}).get("directories", [])
+        for directory in listed:
+            inside = any(path.startswith(directory + "/") for path in ours)
+            if directory not in directories and inside:
+                directories.append(directory)
+    directories.sort(key=lambda directory: (directory.count("/"), directory))
+    return {
+        "version": MANIFEST_VERSION,
+        "engine": plan.engine,
+        "package-version": __version__,
+        "files": entries,
+        "directories": directories,
+    }

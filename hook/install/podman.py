@@ -1,0 +1,40 @@
+"""podman (and CRI-O's hooks): the oci-hooks.d JSON that runs the hook wrapper for every container."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hook import paths
+from hook.install.common import CONFIG_MODE, EnginePlan, InstallOptions, PlannedFile, dump_json
+
+
+def build_hook_json(stage: str) -> dict[str, Any]:
+    """Build the oci-hooks.d 1.0.0 document that runs the hook wrapper at ``stage`` for every container
+    (the same document as ``packaging/oci-hooks.d``, which a test keeps equal)."""
+    return {
+        "version": "1.0.0",
+        "hook": {
+            "path": paths.HOOK_WRAPPER,
+            "args": [paths.HOOK_WRAPPER, stage],
+            "env": [f"PATH={paths.FIXED_PATH}"],
+        },
+        "when": {"always": True, "commands": [".*"]},
+        "stages": [stage],
+    }
+
+
+def plan_hooks(options: InstallOptions) -> EnginePlan:
+    """Return the hooks JSON files (prestart, and precreate when asked) in ``options.hooks_dir``."""
+    files = []
+    for stage in ["prestart", *(["precreate"] if options.precreate else [])]:
+        name = paths.HOOK_JSON_NAME if stage == "prestart" else paths.PRECREATE_JSON_NAME
+        path = os.path.join(options.hooks_dir, name)
+        files.append(PlannedFile(path, dump_json(build_hook_json(stage), "hooks-json", path), CONFIG_MODE))
+    note = f"next: {options.engine} reads {options.hooks_dir} when it creates a container: no restart needed"
+    return EnginePlan(tuple(files), (note,))
+
+
+def plan(options: InstallOptions) -> EnginePlan:
+    """Return what podman needs: only the hooks JSON (it reads the directory on every container create)."""
+    return plan_hooks(options)
