@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hook import envvars
 from hook.devices import split_tokens
-from hook.errors import RequestError
+from hook.errors import RequestError, escape
 
 DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
 
@@ -25,7 +25,7 @@ def resolve_capabilities(env: dict[str, str], supported: frozenset[str], *, lega
             return sorted(supported)
         if not requested <= supported:
             raise RequestError(
-                f"unsupported capabilities found in '{','.join(sorted(requested))}' "
+                f"unsupported capabilities found in '{escape(','.join(sorted(requested)))}' "
                 f"(allowed '{','.join(sorted(requested & supported))}')",
                 variable=name,
                 redacted=f"{name} names capabilities outside supported-driver-capabilities",

@@ -10,6 +10,7 @@ import posixpath
 
 from hook import envvars, log
 from hook.cdi import is_qualified_name
+from hook.errors import escape
 from hook.paths import DEVICE_LIST_ROOT
 
 _IMEX_PREFIX = "imex/"
@@ -91,8 +92,8 @@ def mount_devices(requests: list[str]) -> list[str]:
                 devices.append(f"{parts[0]}/{parts[1]}={parts[2]}")
             else:
                 log.warning(
-                    f"Ignoring invalid mount request for CDI device {request}: "
-                    f"invalid mount CDI device request: {request}"
+                    f"Ignoring invalid mount request for CDI device {escape(request)}: "
+                    f"invalid mount CDI device request: {escape(request)}"
                 )
             continue
         devices.append(request)

@@ -12,7 +12,7 @@ import stat
 
 from hook import envvars
 from hook.config import is_env_name
-from hook.errors import EnvFileError
+from hook.errors import EnvFileError, escape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ REFUSED_NAMES = ("PATH",)
 RESERVED_PREFIX = "GPU_ENV_HOOK_"
 _WALK_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
-_SHOWN_PATH_CHARS = 256
 
 
 class EnvFile:
@@ -45,8 +44,7 @@ class EnvFileMissingError(EnvFileError):
 
 def show_path(path: str) -> str:
     """Quote a tenant-chosen path for a one-line message (escaped, bounded)."""
-    shown = path if len(path) <= _SHOWN_PATH_CHARS else path[:_SHOWN_PATH_CHARS] + "..."
-    return repr(shown)
+    return f"'{escape(path)}'"
 
 
 def refuse(path: str, reason: str, *, line: int | None = None) -> EnvFileError:

@@ -15,6 +15,10 @@ CUDA_VERSION = "CUDA_VERSION"
 NVIDIA_CTK_CONFIG_FILE_PATH = "NVIDIA_CTK_CONFIG_FILE_PATH"
 XDG_CONFIG_HOME = "XDG_CONFIG_HOME"
 
+# Which engine started the hook (set by what ``install --engine X`` writes, never read from the container):
+# the default of ``[env-file] pod-binding-engine``, i.e. whose annotations name the pod.
+GPU_ENV_HOOK_ENGINE = "GPU_ENV_HOOK_ENGINE"
+
 # The env-file feature: the default name of the variable that names the file.
 NVIDIA_ENV_FROM_FILE = "NVIDIA_ENV_FROM_FILE"
 

@@ -1,10 +1,60 @@
-"""The one error hierarchy: ``str(err)`` is the one line a user sees; the entry point picks the exit code."""
+"""The one error hierarchy: ``str(err)`` is the one line a user sees; the entry point picks the exit code.
+
+Also the one place tenant-controlled text is made safe for a message (:func:`escape`): every value or name a
+container, image or pod annotation can choose goes through it before it reaches a message, and every
+message goes through it again as a whole (``HookError.__str__``, the log functions) as a second line of
+defence, so no tenant text can start a second line or send a terminal control sequence.
+"""
+
+ESCAPE_LIMIT = 256
+LINE_LIMIT = 4096
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape(value: str, limit: int = ESCAPE_LIMIT) -> str:
+    """Render tenant-controlled text for a one-line message: printable characters as they are, every other
+    character (C0/C1 controls, DEL, line and paragraph separators, format characters such as bidi
+    overrides, lone surrogates) as a Python-style escape (``\\n``, ``\\x1b``, ``\\u2028``), and at most
+    ``limit`` characters of the rendering, then ``...``. Linear in ``limit``, whatever the value's length.
+    """
+    if len(value) <= limit and value.isprintable():
+        return value
+    pieces: list[str] = []
+    length = 0
+    for char in value:
+        piece = char if char.isprintable() else _escape_char(char)
+        length += len(piece)
+        if length > limit:
+            pieces.append("...")
+            break
+        pieces.append(piece)
+    return "".join(pieces)
+
+
+def _escape_char(char: str) -> str:
+    """Spell one non-printable character as an escape."""
+    named = _NAMED_ESCAPES.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
 class HookError(Exception):
-    """A refusal or failure the user must act on; exit status 1."""
+    """A refusal or failure the user must act on; exit status 1.
+
+    ``str(err)`` is always one line without control characters (escaped again here, whatever the message
+    was built from), at most ``LINE_LIMIT`` characters.
+    """
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        return escape(super().__str__(), LINE_LIMIT)
 
 
 class UsageError(HookError):

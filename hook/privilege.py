@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hook.errors import SpecError, json_kind
+from hook.errors import SpecError, escape, json_kind
 
 CAP_SYS_ADMIN = "CAP_SYS_ADMIN"
 _CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
@@ -20,8 +20,8 @@ def resolve_privileged(document: dict[str, object]) -> bool:
     if flat:
         if not _is_string_list(capabilities):
             raise SpecError(
-                "could not decode Process.Capabilities in OCI spec: "
-                f"expected an array of strings for ociVersion {version}, got {json_kind(capabilities)}"
+                "could not decode Process.Capabilities in OCI spec: expected an array of strings for "
+                f"ociVersion {escape(str(version))}, got {json_kind(capabilities)}"
             )
         assert isinstance(capabilities, list)  # noqa: S101 - checked above
         return CAP_SYS_ADMIN in capabilities

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hook import envvars
-from hook.errors import RequestError
+from hook.errors import RequestError, escape
 
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_BOOL = _GO_TRUE | frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -43,7 +43,8 @@ def resolve_requirements(env: dict[str, str], *, legacy: bool) -> list[str]:
             major_minor = parse_major_minor(version)
         except ValueError as err:
             raise RequestError(
-                f"failed to get requirements failed to get version: invalid CUDA version {version}: {err}",
+                "failed to get requirements failed to get version: "
+                f"invalid CUDA version {escape(version)}: {err}",
                 variable=envvars.CUDA_VERSION,
                 redacted=f"{envvars.CUDA_VERSION} is not a valid version: {err}",
             ) from None

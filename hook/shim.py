@@ -17,7 +17,7 @@ import os
 import sys
 
 from hook.configfile import find_config_path, load_config_text
-from hook.errors import ExecError, HookError, SpecError
+from hook.errors import LINE_LIMIT, ExecError, HookError, SpecError, escape
 from hook.paths import FIXED_PATH
 
 TYPE_CHECKING = False
@@ -309,7 +309,7 @@ def format_log_line(message: str, *, json_format: bool, stamp: str, level: str =
 
 def report(invocation: Invocation | None, message: str) -> None:
     """Write the one error line to stderr and, when runc's ``--log`` names a file, append it there."""
-    line = f"{PROG}: {message}"
+    line = f"{PROG}: {escape(message, LINE_LIMIT)}"  # a second line of defence: one line, whatever it holds
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
     if invocation is None or invocation.log_path is None:

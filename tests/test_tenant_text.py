@@ -1,0 +1,91 @@
+"""Tenant-chosen text (the container's env, mounts, the env-file path) never forges a line in our output.
+
+Each value carries a newline, an ESC sequence and a fake logrus line: whatever stage reports it (prestart's
+refusal or warning, precreate, the runtime shim on stderr and in runc's ``--log``), the output keeps exactly
+its own lines and holds no control character.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import MakeBundle, MakeConfig, RunHook
+
+FORGED = '\n\x1b[2K\rtime="2026-01-01T00:00:00Z" level=fatal msg="forged"'
+DEVICE_ROOT = "/var/run/nvidia-container-devices"
+
+
+def assert_safe(output: str, lines: int) -> None:
+    """``output`` is exactly ``lines`` lines (so no forged one) and holds no control character."""
+    assert output.count("\n") == lines, output
+    assert all(char == "\n" or char.isprintable() for char in output), repr(output)
+
+
+@pytest.mark.parametrize(
+    ("env", "mounts", "lines"),
+    [
+        pytest.param(
+            ["NVIDIA_VISIBLE_DEVICES=0", f"NVIDIA_DRIVER_CAPABILITIES=compute{FORGED}"],
+            [],
+            1,
+            id="driver-capabilities",
+        ),
+        pytest.param([f"CUDA_VERSION=12.0{FORGED}"], [], 1, id="legacy-cuda-version"),
+        pytest.param(
+            ["NVIDIA_VISIBLE_DEVICES=0"],
+            [{"source": "/dev/null", "destination": f"{DEVICE_ROOT}/cdi/bad{FORGED}", "type": "bind"}],
+            2,  # the warning, then the mode line
+            id="cdi-mount-destination-warning",
+        ),
+        pytest.param([f"NVIDIA_ENV_FROM_FILE=/run/nvidia-env/a{FORGED}.env"], [], 1, id="env-file-path"),
+    ],
+)
+def test_prestart_output_stays_one_line(
+    make_bundle: MakeBundle,
+    make_config: MakeConfig,
+    run_hook: RunHook,
+    env: list[str],
+    mounts: list[dict[str, str]],
+    lines: int,
+) -> None:
+    """A refusal or warning quoting a tenant value is one line without control characters."""
+    config = make_config("accept-nvidia-visible-devices-as-volume-mounts = true\n")
+    bundle = make_bundle(["PATH=/bin", *env], mounts=mounts)
+    run = run_hook(bundle, config=config)
+    assert_safe(run.stderr, lines)
+
+
+def test_precreate_output_stays_one_line(make_bundle: MakeBundle, run_hook: RunHook) -> None:
+    """podman's precreate stage refuses a forged env-file path in one safe line."""
+    bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE=/run/nvidia-env/a{FORGED}.env"])
+    run = run_hook(bundle, command="precreate", stdin=(bundle / "config.json").read_bytes())
+    assert run.returncode == 1
+    assert_safe(run.stderr, 1)
+
+
+@pytest.mark.parametrize("log_format", [pytest.param("json", id="json"), pytest.param("text", id="text")])
+def test_shim_stderr_and_runc_log_stay_one_line(
+    tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig, log_format: str
+) -> None:
+    """The shim's refusal is one safe line on stderr and one in runc's log file."""
+    config = make_config('[nvidia-container-runtime]\nruntimes = ["/bin/false"]\n')
+    bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE=/run/nvidia-env/a{FORGED}.env"])
+    log = tmp_path / "runc.log"
+    args = ["--log", str(log), "--log-format", log_format, "create", "--bundle", str(bundle), "cid"]
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "hook.shim", *args],
+        capture_output=True,
+        text=True,
+        env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert_safe(proc.stderr, 1)
+    assert_safe(log.read_text(), 1)
+    if log_format == "json":
+        assert json.loads(log.read_text())["msg"].isprintable()
