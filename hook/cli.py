@@ -141,6 +141,16 @@ def mark(ok: bool | None) -> str:
     return _colour("✓", "green") if ok else _colour("✗", "red")
 
 
+def warn_mark() -> str:
+    """Return the mark for a warning: podman accepts it, but it does nothing or surprises."""
+    return _colour("!", "yellow")
+
+
+def plural(count: int, noun: str) -> str:
+    """Return ``1 warning``, ``2 warnings``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def columns(rows: list[tuple[str, ...]], indent: str = "") -> str:
     """Align rows of cells in columns (the last cell is not padded)."""
     if not rows:
@@ -424,8 +434,18 @@ def _validate_app() -> typer.Typer:
     @app.command("hooks-json")
     @guarded
     def hooks_json(path: Annotated[str, typer.Argument(metavar="FILE")]) -> None:
-        """An oci-hooks.d hook definition, schema 1.0.0."""
-        run(path, "hooks-json")
+        """An oci-hooks.d file, judged exactly as podman 4.3.1 and CRI-O read it."""
+        from hook.hooksjson import check_hooks_file
+
+        report = check_hooks_file(path)
+        for finding in report.findings:
+            marker = mark(False) if finding.severity == "error" else warn_mark()
+            typer.echo(f"{marker} {path}: {finding}")
+        if report.errors:
+            raise typer.Exit(1)
+        legacy = " (legacy format 0.1.0)" if report.version == "0.1.0" else ""
+        warnings = f", {plural(len(report.warnings), 'warning')}" if report.warnings else ""
+        typer.echo(f"{mark(True)} {path}: podman accepts this hooks file{legacy}{warnings}")
 
     @app.command("config-toml")
     @guarded

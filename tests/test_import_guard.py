@@ -28,7 +28,7 @@ code = main(sys.argv[2:])
 dump()
 sys.exit(code)
 """
-COLD = frozenset({"typer", "click", "rich", "jsonschema"})
+COLD = frozenset({"typer", "click", "rich", "jsonschema", "re2"})
 NOT_BEFORE_CONFIG = COLD | {"tomllib", "dotenv", "typing", "dataclasses", "json"}
 # A plain config.toml is read by hook.tomlsubset and JSON by hook.jsontext: neither tomllib, typing nor json.
 NOT_WITHOUT_ENV_FILE = COLD | {"dotenv", "tomllib", "typing", "dataclasses", "json"}

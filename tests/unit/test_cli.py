@@ -123,16 +123,34 @@ def test_validate_config_accepts_a_bundle(make_bundle: MakeBundle) -> None:
 def test_validate_prints_every_problem_with_its_path(tmp_path: Path) -> None:
     """A bad hooks JSON gets one line per problem and exit 1 through both paths."""
     path = tmp_path / "hook.json"
-    path.write_text(json.dumps({"version": "1.0.0", "hook": {"path": "rel"}, "when": {}, "stages": []}))
+    document = {
+        "version": "1.0.0",
+        "hook": {"path": "/bin/sh"},
+        "when": {"commands": ["(?=x)"]},
+        "stages": ["x"],
+    }
+    path.write_text(json.dumps(document))
+    stages = "createContainer, createRuntime, poststart, poststop, precreate, prestart, startContainer"
     expected = (
-        f"✗ {path}: $.hook.path: must match ^/\n"
-        f"✗ {path}: $.stages: must have at least 1 item(s)\n"
-        f"✗ {path}: $.when: must have at least 1 property(ies)\n"
+        f'✗ {path}: $.when.commands[0]: invalid command "(?=x)": invalid perl operator: (?= (Go RE2 syntax)\n'
+        f'✗ {path}: $.stages[0]: unknown stage "x": must be one of {stages}\n'
     )
     code, out, _ = invoke("validate", "hooks-json", str(path))
     proc = hook("validate", "hooks-json", str(path))
     assert (code, proc.returncode) == (1, 1)
     assert out == proc.stdout == expected
+
+
+def test_validate_hooks_json_accepts_with_warnings(tmp_path: Path) -> None:
+    """A legacy file podman reads is accepted, said to be legacy, and the count of warnings is right."""
+    path = tmp_path / "hook.json"
+    path.write_text(json.dumps({"hook": "/bin/sh", "stage": ["prestart"], "cmds": ["^sh$"]}))
+    code, out, _ = invoke("validate", "hooks-json", str(path))
+    assert code == 0
+    assert out == (
+        f"! {path}: $: legacy hook format 0.1.0: podman and CRI-O still read it; version 1.0.0 replaces it\n"
+        f"✓ {path}: podman accepts this hooks file (legacy format 0.1.0), 1 warning\n"
+    )
 
 
 @pytest.mark.parametrize(
