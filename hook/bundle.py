@@ -137,9 +137,9 @@ def set_process_env(document: dict[str, object], env: list[str]) -> dict[str, ob
 
 def dump_spec(document: dict[str, object]) -> bytes:
     """Serialise a spec the way runtimes write it (compact JSON, UTF-8, no ASCII escaping)."""
-    import json
+    from hook.jsontext import encode  # json's own encoder would import re
 
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return encode(document).encode("utf-8")
 
 
 def write_spec(path: str, document: dict[str, object]) -> None:

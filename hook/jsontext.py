@@ -1,10 +1,12 @@
-"""JSON decoding for the per-container path without the cost of importing ``json``.
+"""JSON decoding and encoding for the per-container path without the cost of importing ``json``.
 
-``json.decoder`` compiles regular expressions at import, which pulls in ``re`` (enum, functools, the regex
-compiler): about a third of the interpreter's own start, paid by every container. The decoding itself is
-done by CPython's C scanner ``_json.make_scanner``, the very scanner ``json.loads`` uses; only the
-whitespace skipping and the error path (which needs ``json`` for its exception type and message) are here.
-Interpreters without ``_json`` use ``json`` itself. Same results as ``json.loads`` with default arguments.
+``json.decoder`` and ``json.encoder`` compile regular expressions at import, which pulls in ``re`` (enum,
+functools, the regex compiler): about a third of the interpreter's own start, paid by every container. The
+decoding itself is done by CPython's C scanner ``_json.make_scanner``, the very scanner ``json.loads`` uses;
+only the whitespace skipping and the error path (which needs ``json`` for its exception type and message) are
+here. Encoding is done by the C encoder ``_json.make_encoder`` with the arguments ``json.dumps`` gives it.
+Interpreters without ``_json`` use ``json`` itself. Same results as ``json.loads`` with default arguments and
+as ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``.
 """
 
 from __future__ import annotations
@@ -73,3 +75,26 @@ def decode(text: str) -> object:
     if end != len(text):
         raise _error("Extra data", text, end)
     return value
+
+
+def _not_serializable(value: object) -> object:
+    """What ``json.JSONEncoder.default`` does: refuse a value that is not a JSON type."""
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+def encode(value: object) -> str:
+    """Encode ``value`` exactly as ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` does.
+
+    The C encoder is called with json.dumps's arguments for those options: circular references checked,
+    NaN and infinities allowed, keys in insertion order, no key skipped.
+    """
+    try:
+        from _json import encode_basestring, make_encoder
+    except ImportError:  # pragma: no cover - not CPython
+        import json
+
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, str):
+        return encode_basestring(value)  # json.JSONEncoder.encode's shortcut for a bare string
+    encoder = make_encoder({}, _not_serializable, encode_basestring, None, ":", ",", False, False, True)
+    return "".join(encoder(value, 0))

@@ -1,29 +1,45 @@
-"""Import guard: a stage run in a fresh interpreter imports no cold-path library (typer, jsonschema, ...)."""
+"""Import guard: what each hot-path case imports, pinned module by module.
+
+Every case runs in a fresh ``python -I -S`` with the package's directory put on ``sys.path`` explicitly, as
+the installed wrappers start it, and records the modules it loaded beyond the bare interpreter (at the
+exec that ends it, or at exit). A module added to a case fails ``test_module_set_is_pinned``: keep it off
+the hot path (import it inside the function, on the branch that needs it), or, when a case really needs
+it, add it to that case's set here and say what it costs in docs/performance.md.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import dotenv
 import pytest
-from conftest import HOOK, MakeBundle, MakeConfig
+from conftest import REPO, MakeBundle, MakeConfig, MakeEnvFile
 
-# Run the entry point as the hook would, but record sys.modules instead of exec'ing the cli (or at exit).
+# sys.path of the installed hook: the package's directory and python-dotenv's, nothing from the caller.
+PACKAGE_PATH = [str(REPO), str(Path(dotenv.__file__).resolve().parent.parent)]
+# Run an entry point's main() as the wrappers do, but record sys.modules at the exec (or at exit) instead.
 SNIPPET = """\
-import os, sys
+import sys
+before = set(sys.modules)
+sys.path[:0] = {path!r}
+import posix
 out = sys.argv[1]
 def dump():
     with open(out, "w") as fh:
-        fh.write("\\n".join(sorted(sys.modules)))
-def fake_execve(path, argv, env):
+        fh.write("\\n".join(sorted(set(sys.modules) - before)))
+def fake_exec(path, argv, env=None):
     dump()
     with open(out + ".exec", "w") as fh:
         fh.write(path)
-    os._exit(0)
-os.execve = fake_execve
-from hook.__main__ import main
+    posix._exit(0)
+posix.execve = posix.execv = fake_exec
+if "os" in sys.modules:
+    sys.modules["os"].execve = sys.modules["os"].execv = fake_exec
+from {entry} import main
 code = main(sys.argv[2:])
 dump()
 sys.exit(code)
@@ -34,27 +50,46 @@ NOT_BEFORE_CONFIG = COLD | {"tomllib", "dotenv", "typing", "dataclasses", "json"
 NOT_WITHOUT_ENV_FILE = COLD | {"dotenv", "tomllib", "typing", "dataclasses", "json"}
 
 
-def stage_modules(bundle: Path, argv: list[str], tmp_path: Path) -> tuple[set[str], bool]:
-    """Run ``main(argv)`` in a fresh ``python -I`` in the bundle; return top-level modules and whether it exec'd."""
+def run_entry(
+    argv: list[str],
+    tmp_path: Path,
+    *,
+    cwd: Path,
+    stdin: bytes = b"",
+    entry: str = "hook.__main__",
+    env: dict[str, str] | None = None,
+) -> tuple[set[str], bool]:
+    """Run ``entry``'s ``main(argv)`` in a fresh ``python -I -S``; return the modules it added and whether it
+    exec'd."""
     out = tmp_path / "modules.txt"
-    state = json.dumps({"pid": 1, "bundle": str(bundle)}).encode()
+    out.unlink(missing_ok=True)
+    Path(f"{out}.exec").unlink(missing_ok=True)
     proc = subprocess.run(
-        [*HOOK[:2], "-c", SNIPPET, str(out), *argv],
-        input=state,
+        [sys.executable, "-I", "-S", "-c", SNIPPET.format(path=PACKAGE_PATH, entry=entry), str(out), *argv],
+        input=stdin,
         capture_output=True,
-        cwd=bundle,
-        env={"PATH": "/usr/bin:/bin", "XDG_CONFIG_HOME": str(tmp_path / "no-xdg")},
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", "XDG_CONFIG_HOME": str(tmp_path / "no-xdg"), **(env or {})},
         timeout=30,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr.decode()
-    modules = {name.split(".")[0] for name in out.read_text().split("\n")}
-    return modules, Path(f"{out}.exec").exists()
+    return set(out.read_text().split("\n")) - {""}, Path(f"{out}.exec").exists()
 
 
-def test_snippet_interpreter_is_isolated() -> None:
-    """The guard runs the same isolated interpreter the hook runs under."""
-    assert HOOK[:2] == [sys.executable, "-I"]
+def stage_modules(bundle: Path, argv: list[str], tmp_path: Path) -> tuple[set[str], bool]:
+    """Run the hook with ``argv`` in the bundle, its state on stdin; return top-level modules and the exec."""
+    state = json.dumps({"pid": 1, "bundle": str(bundle)}).encode()
+    modules, execed = run_entry(argv, tmp_path, cwd=bundle, stdin=state)
+    return {name.split(".")[0] for name in modules}, execed
+
+
+def test_snippet_interpreter_is_isolated(tmp_path: Path) -> None:
+    """The guard's interpreter is isolated and without site: nothing but the package's path is added."""
+    out = tmp_path / "path.txt"
+    code = f"import sys; sys.path[:0] = {PACKAGE_PATH!r}; open({str(out)!r}, 'w').write(repr(sys.flags.isolated) + repr(sys.flags.no_site) + repr('site' in sys.modules))"
+    subprocess.run([sys.executable, "-I", "-S", "-c", code], check=True, env={"PYTHONPATH": "/nowhere"})  # fmt: skip
+    assert out.read_text() == "11False"
 
 
 @pytest.mark.parametrize(
@@ -82,7 +117,12 @@ def test_non_gpu_container_with_the_generated_default_config(tmp_path: Path, mak
     it for a container that asks for no GPU."""
     config = tmp_path / "config.toml"
     config.write_text(
-        subprocess.run([*HOOK, "config", "default"], capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-I", "-m", "hook", "config", "default"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     )
     modules, execed = stage_modules(
         make_bundle(["PATH=/bin"]), ["-config", str(config), "prestart"], tmp_path
@@ -127,3 +167,86 @@ def test_noop_stages_stay_lean(stage: str, tmp_path: Path, make_bundle: MakeBund
     modules, execed = stage_modules(make_bundle(["NVIDIA_VISIBLE_DEVICES=0"]), [stage], tmp_path)
     assert not execed
     assert modules.isdisjoint(NOT_BEFORE_CONFIG), sorted(modules & NOT_BEFORE_CONFIG)
+
+
+# --- the exact module set of each case ---------------------------------------------------------------------
+
+# What os brings (it is not loaded by `python -I -S -c pass`).
+OS = frozenset({"os", "os.path", "posixpath", "genericpath", "stat", "_stat", "_collections_abc"})
+# Any entry point: errors, the config file's location and text, variable names and node paths.
+ENTRY = OS | {"__future__", "hook", "hook.configfile", "hook.envvars", "hook.errors", "hook.paths"}
+# Reading config.json and the state: the C JSON scanner, no json package.
+SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
+STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.state"})
+# Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
+SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubset", "hook.envfile"})
+DEVICES = frozenset({"hook.devices", "hook.cdi"})
+REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
+EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
+# python-dotenv's parser (re, typing and what they import), loaded only when a container names an env file.
+DOTENV_PARSER = frozenset(
+    {"dotenv.parser", "_collections", "_functools", "_sre", "_typing", "collections", "collections.abc",
+     "contextlib", "copyreg", "enum", "functools", "importlib", "importlib._bootstrap",
+     "importlib._bootstrap_external", "importlib.machinery", "itertools", "keyword", "operator", "re",
+     "re._casefix", "re._compiler", "re._constants", "re._parser", "reprlib", "types", "typing", "typing.io",
+     "typing.re", "warnings"}
+)  # fmt: skip
+PINNED = {
+    "non-gpu": ENTRY | SPEC | STAGE,
+    "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
+    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER,
+    "precreate": ENTRY | SPEC | STAGE | SETTINGS | DOTENV_PARSER | {"hook.precreate", "hook.specenv"},
+    "shim-create": ENTRY
+    | SPEC
+    | STAGE - {"hook.__main__"}
+    | SETTINGS
+    | DEVICES
+    | DOTENV_PARSER
+    | {"hook.shim", "hook.specenv", "hook.log"},
+    # The config names the runtime: read with the TOML subset reader.
+    "shim-state": ENTRY | {"hook.shim", "hook.tomlsubset"},
+}
+ENV_FILE_CASES = ("env-file", "precreate", "shim-create")
+NO_EXEC_CASES = ("non-gpu", "precreate")
+
+
+def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig,
+                make_env_file: MakeEnvFile) -> tuple[set[str], bool]:  # fmt: skip
+    """Run one case of ``PINNED``; return the modules it added and whether it exec'd."""
+    env_dir = tmp_path / "nvidia-env"
+    config = make_config(
+        f'[env-file]\ndirectories = ["{env_dir}"]\n\n[nvidia-container-runtime]\nruntimes = ["/bin/true"]\n'
+    )
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=0\nOTHER=1\n")
+    env = {
+        "non-gpu": ["PATH=/bin", "HOSTNAME=x"],
+        "nvidia-visible-devices": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"],
+    }.get(name, ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void", f"NVIDIA_ENV_FROM_FILE={env_file}"])
+    bundle = make_bundle(env)
+    state = json.dumps({"pid": 1, "bundle": str(bundle)}).encode()
+    shim_env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}
+    if name == "precreate":
+        spec = (bundle / "config.json").read_bytes()
+        return run_entry(["-config", str(config), "precreate"], tmp_path, cwd=tmp_path, stdin=spec)
+    if name == "shim-create":
+        argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "c1"]
+        return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)
+    if name == "shim-state":
+        argv = ["--root", str(tmp_path / "state"), "state", "c1"]
+        return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)
+    return run_entry(["-config", str(config), "prestart"], tmp_path, cwd=bundle, stdin=state)
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, id=name) for name in PINNED])
+def test_module_set_is_pinned(
+    name: str, tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig, make_env_file: MakeEnvFile
+) -> None:
+    """Each case imports exactly its pinned modules: one more (or one fewer) fails here."""
+    if name in ENV_FILE_CASES and os.geteuid() != 0:
+        pytest.skip("the env file must be owned by root")
+    modules, execed = pinned_case(name, tmp_path, make_bundle, make_config, make_env_file)
+    assert {"added": sorted(modules - PINNED[name]), "gone": sorted(PINNED[name] - modules)} == {
+        "added": [],
+        "gone": [],
+    }
+    assert execed == (name not in NO_EXEC_CASES)

@@ -1,4 +1,4 @@
-"""hook.jsontext decodes exactly as json.loads does, without importing json on the success path."""
+"""hook.jsontext decodes as json.loads and encodes as json.dumps(compact, UTF-8) do, without importing json."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.jsontext import decode, decode_prefix
+from hook.jsontext import decode, decode_prefix, encode
 
 
 def outcome(function: object, text: str) -> tuple[str, str]:
@@ -78,3 +78,75 @@ def test_error_path_in_a_fresh_interpreter() -> None:
     )
     result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout == "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)\n"
+
+
+def dumps(value: object) -> str:
+    """The reference: what config.json was written with before hook.jsontext.encode."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def encoded(function: object, value: object) -> tuple[str, str]:
+    """Return ('ok', text) or (error type, message) for an encoder."""
+    assert callable(function)
+    try:
+        return "ok", function(value)
+    except (TypeError, ValueError, RecursionError) as err:
+        return type(err).__name__, str(err)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),  # every code point, lone surrogates included (a \ud800 escape decodes to one)
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(JSON_VALUES)
+def test_encode_is_byte_identical_to_json_dumps(value: object) -> None:
+    """For random documents (any text, NaN, infinities, big integers, nesting), encode is json.dumps's text."""
+    assert encoded(encode, value) == encoded(dumps, value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(), JSON_VALUES, max_size=6).map(lambda d: json.dumps(d, ensure_ascii=True)))
+def test_decoded_documents_encode_as_json_dumps(text: str) -> None:
+    """What the hook rewrites is what it decoded: decode then encode equals json.loads then json.dumps."""
+    assert encode(decode(text)).encode("utf-8", "surrogatepass") == dumps(json.loads(text)).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def make_circular() -> object:
+    """A list that contains itself."""
+    value: list[object] = []
+    value.append(value)
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param('plain \u00e9 \n "', id="bare-string"),
+        pytest.param({"a": {1, 2}}, id="not-serializable"),
+        pytest.param({1: "int key", False: "bool key", None: "null key", 2.5: "float key"}, id="non-string-keys"),
+        pytest.param({(1,): "tuple key"}, id="bad-key"),
+        pytest.param((1, [2]), id="tuple"),
+        pytest.param(make_circular(), id="circular"),
+    ],
+)  # fmt: skip
+def test_encode_edge_cases_as_json_dumps(value: object) -> None:
+    """Bare strings, key coercion and the error cases give json.dumps's result or error message."""
+    assert encoded(encode, value) == encoded(dumps, value)
+
+
+def test_encode_does_not_import_json() -> None:
+    """Encoding a document loads no json module (json.encoder would import re)."""
+    code = "import sys; from hook.jsontext import encode; encode({'a': [1, 'é']}); print(sorted(m for m in sys.modules if m.startswith(('json', 're'))))"
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"], capture_output=True, text=True, check=True)  # fmt: skip
+    assert result.stdout == "[]\n"
