@@ -403,17 +403,31 @@ def format_resolve_document(document: dict[str, Any]) -> str:
 
 def _validate_app() -> typer.Typer:
     """Build ``validate`` and its four document kinds."""
-    app = _sub_app("Check a document against the JSON schema shipped in the package; print every problem.")
+    app = _sub_app(
+        "Check a document as the engine that reads it would; print every problem at its JSON path."
+    )
+
+    labels = {
+        "config": "valid OCI runtime config (runtime-spec 1.3)",
+        "state": "valid OCI state",
+        "config-toml": "valid config.toml",
+    }
 
     def run(path: str, kind: str) -> None:
-        from hook.schema import validate_file
+        from hook.schema import hook_problems, load_document, validate_document
 
-        problems = validate_file(path, kind)
+        document = load_document(path, kind)
+        problems = validate_document(document, kind)
         for problem in problems:
             typer.echo(f"{mark(False)} {path}: {problem}")
-        if problems:
+        if not problems:
+            typer.echo(f"{mark(True)} {path}: {labels[kind]}")
+        reported = {problem.path for problem in problems}
+        needs = [need for need in hook_problems(document, kind) if need.path not in reported]
+        for need in needs:
+            typer.echo(f"{mark(False)} {path}: {need}")
+        if problems or needs:
             raise typer.Exit(1)
-        typer.echo(f"{mark(True)} {path}: valid {kind}")
 
     @app.command("config")
     @guarded
@@ -422,13 +436,13 @@ def _validate_app() -> typer.Typer:
             str, typer.Argument(metavar="BUNDLE_OR_FILE", help="bundle directory or config.json")
         ],
     ) -> None:
-        """The parts of an OCI config.json the hook reads or writes."""
+        """An OCI config.json: the whole runtime-spec schema, then what the hook needs."""
         run(path, "config")
 
     @app.command("state")
     @guarded
     def state(path: Annotated[str, typer.Argument(metavar="FILE")]) -> None:
-        """An OCI state document (what a runtime gives a hook on stdin)."""
+        """An OCI state document (what a runtime gives a hook on stdin), then what the hook needs."""
         run(path, "state")
 
     @app.command("hooks-json")

@@ -1,9 +1,11 @@
 """JSON schemas shipped in the package, and validation that reports every problem with its JSON path.
 
-Four kinds of document: the parts of an OCI ``config.json`` the hook touches, the OCI state, an oci-hooks.d
-1.0.0 file and config.toml. The config.toml schema is generated from ``default_settings()`` (plus the value
-rules ``parse_config`` applies), so it cannot drift from what the hook reads; the shipped
-``schemas/config-toml.json`` is that generated schema, kept equal by a test.
+Four kinds of document: an OCI ``config.json`` (the whole runtime-spec 1.3 schema, every platform), the OCI
+state, an oci-hooks.d 1.0.0 file (the strict form ``install`` writes; ``validate hooks-json`` judges files
+as podman does, in ``hook.hooksjson``) and config.toml. Separately from the OCI schema, ``hook_problems``
+says what the hook itself needs that OCI leaves optional. The config.toml schema is generated from
+``default_settings()`` (plus the value rules ``parse_config`` applies), so it cannot drift from what the
+hook reads; the shipped ``schemas/config-toml.json`` is that generated schema, kept equal by a test.
 """
 
 from __future__ import annotations
@@ -122,6 +124,57 @@ def validate_document(document: object, kind: str) -> list[Problem]:
     if kind == "config-toml" and not problems and isinstance(document, dict):
         problems += _config_rules(document)
     return sorted(set(problems), key=lambda problem: (problem.path, problem.message))
+
+
+# Where the hook's own refusals of a config.json point, by the words of their message.
+_HOOK_PATHS = (
+    ("Version is empty", "$.ociVersion"),
+    ("ociVersion", "$.ociVersion"),
+    ("Process is empty", "$.process"),
+    ("process.env", "$.process.env"),
+    ("process", "$.process"),
+    ("Root is empty", "$.root"),
+    ("root", "$.root"),
+    ("mounts", "$.mounts"),
+)
+_HOOK_NEEDS = {
+    "$.process": " (process is optional in OCI; the hook, like nvidia-container-runtime-hook, needs it)",
+    "$.root": " (root is optional in OCI; the hook, like nvidia-container-runtime-hook, needs it)",
+}
+
+
+def hook_problems(document: object, kind: str) -> list[Problem]:
+    """Return what the hook itself cannot act on in a document the OCI schema may accept.
+
+    config: the hook's own ``check_spec`` and ``process.env`` parsing (it needs ``process`` and ``root``,
+    which OCI leaves optional, and every env entry as ``KEY=value``); state: the hook's own state reader.
+    """
+    from hook.errors import SpecError, StateError
+
+    try:
+        if kind == "config" and isinstance(document, dict):
+            from hook.bundle import check_spec, parse_env, process_env
+
+            check_spec(document)
+            parse_env(process_env(document))
+        elif kind == "state":
+            from hook.state import parse_state
+
+            parse_state(json.dumps(document).encode())
+    except (SpecError, StateError) as err:
+        message = str(err)
+        path = "$"
+        for words, where in _HOOK_PATHS:
+            if words in message:
+                path = where
+                break
+        index = re.search(r"process\.env\[(\d+)\]", message)
+        if index:
+            path = f"$.process.env[{index.group(1)}]"
+        what = "config" if kind == "config" else "state"
+        reason = f'the hook cannot act on this {what}: it refuses it with "{message}"'
+        return [Problem(path, reason + _HOOK_NEEDS.get(path, ""))]
+    return []
 
 
 def _config_rules(document: dict[str, Any]) -> list[Problem]:

@@ -117,7 +117,7 @@ def test_validate_config_accepts_a_bundle(make_bundle: MakeBundle) -> None:
     code, out, _ = invoke("validate", "config", str(bundle))
     proc = hook("validate", "config", str(bundle))
     assert (code, proc.returncode) == (0, 0)
-    assert out == proc.stdout == f"✓ {bundle}: valid config\n"
+    assert out == proc.stdout == f"✓ {bundle}: valid OCI runtime config (runtime-spec 1.3)\n"
 
 
 def test_validate_prints_every_problem_with_its_path(tmp_path: Path) -> None:

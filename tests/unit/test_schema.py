@@ -62,8 +62,6 @@ GOOD: dict[str, dict[str, Any]] = {
 
 REQUIRED = [
     ("config", (), "ociVersion"),
-    ("config", (), "process"),
-    ("config", (), "root"),
     ("config", ("root",), "path"),
     ("config", ("process",), "cwd"),
     ("config", ("mounts", 0), "destination"),
