@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 
 from hook import envvars, log
-from hook.cdi import is_qualified_name
+from hook.cdi.names import is_qualified_name
 from hook.errors import escape
 from hook.paths import DEVICE_LIST_ROOT
 

@@ -119,3 +119,7 @@ def decode_error_reason(err: Exception) -> str:
     if isinstance(msg, str) and lineno is not None:
         return f"{msg} at line {lineno} column {colno}"
     return type(err).__name__
+
+
+class CdiError(HookError):
+    """A CDI spec file is invalid, or a CDI device cannot be resolved or injected."""

@@ -11,6 +11,12 @@ as ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    PairsHook = Callable[[list[tuple[str, object]]], object]
+
 _WHITESPACE = " \t\n\r"
 _CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
 
@@ -41,21 +47,24 @@ def _error(message: str, text: str, index: int) -> ValueError:
     return json.JSONDecodeError(message, text, index)
 
 
-def decode_prefix(text: str) -> tuple[object, int]:
+def decode_prefix(text: str, *, object_pairs_hook: PairsHook | None = None) -> tuple[object, int]:
     """Decode the JSON value at the start of ``text`` (after whitespace); return it and where it ended.
 
     Like ``json.JSONDecoder().raw_decode`` after stripping leading whitespace; raises a ValueError
-    (json.JSONDecodeError) on invalid input.
+    (json.JSONDecodeError) on invalid input. ``object_pairs_hook`` is json's (it builds every object).
     """
     try:
         from _json import make_scanner
     except ImportError:  # pragma: no cover - not CPython
         import json
 
-        return json.JSONDecoder().raw_decode(text, _skip(text, 0))
+        return json.JSONDecoder(object_pairs_hook=object_pairs_hook).raw_decode(text, _skip(text, 0))
     start = _skip(text, 0)
+    context = _Context()
+    if object_pairs_hook is not None:
+        context.object_pairs_hook = object_pairs_hook  # type: ignore[assignment]
     try:
-        return make_scanner(_Context())(text, start)  # type: ignore[arg-type]  # duck-typed like JSONDecoder
+        return make_scanner(context)(text, start)  # type: ignore[arg-type]  # duck-typed like JSONDecoder
     except StopIteration as stop:
         raise _error("Expecting value", text, stop.value) from None
     except SystemError:
@@ -63,14 +72,14 @@ def decode_prefix(text: str) -> tuple[object, int]:
         # is not, it fails without an exception. Invalid input, then: let json say precisely why.
         import json
 
-        return json.JSONDecoder().raw_decode(text, start)
+        return json.JSONDecoder(object_pairs_hook=object_pairs_hook).raw_decode(text, start)
 
 
-def decode(text: str) -> object:
+def decode(text: str, *, object_pairs_hook: PairsHook | None = None) -> object:
     """Decode a whole JSON document, as ``json.loads`` does (trailing data is an error)."""
     if text.startswith("\ufeff"):
         raise _error("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    value, end = decode_prefix(text)
+    value, end = decode_prefix(text, object_pairs_hook=object_pairs_hook)
     end = _skip(text, end)
     if end != len(text):
         raise _error("Extra data", text, end)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from hook import log
-from hook.cdi import is_qualified_name
+from hook.cdi.names import is_qualified_name
 from hook.errors import RequestError
 
 DIRECT_INVOCATION_MESSAGE = (

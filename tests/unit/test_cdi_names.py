@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hook.cdi import is_qualified_name
+from hook.cdi.names import is_qualified_name
 
 
 @pytest.mark.parametrize(

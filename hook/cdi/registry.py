@@ -1,0 +1,102 @@
+"""The CDI devices a node offers: spec directories scanned in priority order, conflicts resolved.
+
+As container-device-interface's ``Cache.refresh``: directories are read in the order given (the later the
+directory, the higher its priority; by default ``/etc/cdi`` then ``/var/run/cdi``), a missing directory is
+skipped, and in each directory the ``.json`` and ``.yaml`` files are read in name order (subdirectories are
+not entered). A device defined again in a higher-priority directory replaces the earlier one; defined twice
+at the same priority it is a conflict, recorded against both files, and the device is dropped altogether
+(even when another directory also defines it, as the reference does). A spec that fails to load is
+recorded and skipped: the other specs still count.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hook.cdi.names import quote
+from hook.cdi.spec import SPEC_EXTENSIONS, Spec, load_spec
+from hook.errors import CdiError
+from hook.records import Record
+
+DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+
+
+class Registry(Record):
+    """What the spec directories hold: devices by qualified name, every valid spec, errors by file."""
+
+    devices: dict[str, tuple[Spec, str]]
+    specs: tuple[Spec, ...]
+    errors: dict[str, list[str]]
+    conflicts: frozenset[str]
+
+
+def list_spec_files(directory: str) -> list[str]:
+    """Return the spec files of one directory in name order (none when it does not exist)."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise CdiError(f"could not read the CDI spec directory {directory}: {err.strerror}") from None
+    return [
+        entry.path
+        for entry in entries
+        if not entry.is_dir(follow_symlinks=False) and entry.name.endswith(SPEC_EXTENSIONS)
+    ]
+
+
+def load_registry(directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) -> Registry:
+    """Scan the spec directories and resolve every device's qualified name (the reference's rules)."""
+    devices: dict[str, tuple[Spec, str]] = {}
+    specs: list[Spec] = []
+    errors: dict[str, list[str]] = {}
+    conflicts: set[str] = set()
+    for priority, directory in enumerate(directories):
+        try:
+            paths = list_spec_files(os.path.normpath(directory))
+        except CdiError as err:
+            errors.setdefault(directory, []).append(str(err))
+            continue
+        for path in paths:
+            try:
+                spec = load_spec(path, priority)
+            except CdiError as err:
+                errors.setdefault(path, []).append(str(err))
+                continue
+            specs.append(spec)
+            for name in spec.devices:
+                qualified = f"{spec.kind}={name}"
+                old = devices.get(qualified)
+                if old is not None and old[0].priority >= priority:
+                    if old[0].priority == priority:
+                        message = (
+                            f"conflicting device {quote(qualified)} "
+                            f"(specs {quote(spec.path)}, {quote(old[0].path)})"
+                        )
+                        errors.setdefault(spec.path, []).append(message)
+                        errors.setdefault(old[0].path, []).append(message)
+                        conflicts.add(qualified)
+                    continue
+                devices[qualified] = (spec, name)
+    for name in conflicts:
+        devices.pop(name, None)
+    return Registry(devices=devices, specs=tuple(specs), errors=errors, conflicts=frozenset(conflicts))
+
+
+def resolve_edits(registry: Registry, names: list[str]) -> list[dict[str, object]]:
+    """Return the container edits for ``names`` in order: a spec's own edits once, before its first
+    device's, then each device's. Unknown names raise one CdiError naming them all (``InjectDevices``)."""
+    unresolved = [name for name in names if name not in registry.devices]
+    if unresolved:
+        listed = ", ".join(quote(name, 128) for name in unresolved[:8])
+        more = f" and {len(unresolved) - 8} more" if len(unresolved) > 8 else ""
+        raise CdiError(f"unresolvable CDI devices {listed}{more}")
+    edits: list[dict[str, object]] = []
+    seen: list[Spec] = []
+    for name in names:
+        spec, device = registry.devices[name]
+        if not any(spec is other for other in seen):
+            seen.append(spec)
+            edits.append(spec.document.get("containerEdits") or {})
+        edits.append(spec.devices[device].get("containerEdits") or {})
+    return edits

@@ -1,0 +1,391 @@
+"""One CDI spec file: decoded (JSON on the lean path, YAML through PyYAML), type-checked and validated.
+
+The rules are container-device-interface's ``pkg/cdi`` (``spec.go``, ``device.go``, ``container-edits.go``)
+and ``specs-go``: the reference decodes strictly (an unknown or repeated field is an error), checks the
+version against the fields used (``hook.cdi.version``), the vendor and class of ``kind``, the spec-wide
+edits, then every device (a valid name, non-empty and valid edits, no name twice) and wants at least one
+device. A spec is kept as the decoded document (a raw dict, as config.json is), with ``null`` fields
+dropped, so the edits are applied from exactly what the file says.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hook.cdi.names import (
+    class_error,
+    device_name_error,
+    parse_qualifier,
+    quote,
+    vendor_error,
+)
+from hook.cdi.version import version_error
+from hook.errors import CdiError
+from hook.records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_SPEC_FILE_BYTES = 4 * 1024 * 1024
+SPEC_EXTENSIONS = (".json", ".yaml")
+HOOK_STAGES = (
+    "prestart",
+    "createRuntime",
+    "createContainer",
+    "startContainer",
+    "poststart",
+    "poststop",
+)
+DEVICE_TYPES = ("", "b", "c", "u", "p")
+NO_PERMISSIONS = "none"
+
+# The spec's shape (specs-go/config.go): a field's kind, or a nested table; every field is optional.
+_STR, _STRINGS, _INT64, _UINT32, _INT, _BOOL, _STRMAP = "str", "strs", "i64", "u32", "int", "bool", "map"
+_NODE = {
+    "path": _STR,
+    "hostPath": _STR,
+    "type": _STR,
+    "major": _INT64,
+    "minor": _INT64,
+    "fileMode": _UINT32,
+    "permissions": _STR,
+    "uid": _UINT32,
+    "gid": _UINT32,
+}
+_MOUNT = {"hostPath": _STR, "containerPath": _STR, "options": _STRINGS, "type": _STR}
+_HOOK = {"hookName": _STR, "path": _STR, "args": _STRINGS, "env": _STRINGS, "timeout": _INT}
+_RDT = {
+    "closID": _STR,
+    "l3CacheSchema": _STR,
+    "memBwSchema": _STR,
+    "schemata": _STRINGS,
+    "enableMonitoring": _BOOL,
+}
+_NET = {"hostInterfaceName": _STR, "name": _STR}
+_EDITS: dict[str, object] = {
+    "env": _STRINGS,
+    "deviceNodes": [_NODE],
+    "netDevices": [_NET],
+    "hooks": [_HOOK],
+    "mounts": [_MOUNT],
+    "intelRdt": _RDT,
+    "additionalGids": [_UINT32],
+}
+_DEVICE = {"name": _STR, "annotations": _STRMAP, "containerEdits": _EDITS}
+_SPEC = {
+    "cdiVersion": _STR,
+    "kind": _STR,
+    "annotations": _STRMAP,
+    "devices": [_DEVICE],
+    "containerEdits": _EDITS,
+}
+_LIMITS = {_INT64: (-(2**63), 2**63 - 1), _UINT32: (0, 2**32 - 1), _INT: (-(2**63), 2**63 - 1)}
+_KIND_NAMES = {
+    _STR: "a string",
+    _STRINGS: "an array of strings",
+    _INT64: "an integer",
+    _UINT32: "an integer from 0 to 4294967295",
+    _INT: "an integer",
+    _BOOL: "a boolean",
+    _STRMAP: "an object of strings",
+}
+
+
+class Spec(Record):
+    """A valid CDI spec: where it was read, its directory's priority, and the decoded document."""
+
+    path: str
+    priority: int
+    kind: str
+    vendor: str
+    klass: str
+    document: dict[str, Any]
+    devices: dict[str, dict[str, Any]]
+
+
+# --- decoding --------------------------------------------------------------------------------------------
+
+
+def decode_spec_text(text: str, *, yaml: bool) -> object:
+    """Decode a spec's text: JSON with the lean decoder, YAML (or JSON that only YAML reads) with PyYAML.
+
+    The reference reads every spec with a YAML parser, of which JSON is a subset; a repeated key is an
+    error in both.
+    """
+    if not yaml:
+        from hook.jsontext import decode
+
+        try:
+            return decode(text, object_pairs_hook=_unique_object)
+        except _DuplicateKeyError as err:
+            raise CdiError(f"repeated field {quote(err.key)}") from None
+        except ValueError:
+            pass  # not JSON: perhaps YAML, as the reference would read it
+    return _decode_yaml(text)
+
+
+class _DuplicateKeyError(ValueError):
+    """A JSON object or YAML mapping names the same key twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """Build a JSON object, refusing a key that appears twice."""
+    document: dict[str, object] = {}
+    for key, value in pairs:
+        if key in document:
+            raise _DuplicateKeyError(key)
+        document[key] = value
+    return document
+
+
+def _decode_yaml(text: str) -> object:
+    """Decode YAML with PyYAML's safe loader (imported only here), refusing repeated keys."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        """SafeLoader that refuses a mapping naming a key twice (sigs.k8s.io/yaml's strict mode)."""
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> object:
+        keys = [loader.construct_object(key_node, deep=True) for key_node, _ in node.value]
+        for index, key in enumerate(keys):
+            if key in keys[:index]:
+                raise _DuplicateKeyError(str(key))
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKeyError as err:
+        raise CdiError(f"repeated field {quote(err.key)}") from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise CdiError(f"not valid JSON or YAML{where}") from None
+    except yaml.YAMLError:
+        raise CdiError("not valid JSON or YAML") from None
+
+
+def check_shape(value: object, shape: object, where: str) -> object:
+    """Type-check ``value`` against a shape (a kind, ``[shape]`` or a table); return it with nulls dropped."""
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise CdiError(f"{where or 'the spec'} must be an object")
+        checked: dict[str, object] = {}
+        for key, item in value.items():
+            if key not in shape:
+                raise CdiError(f"{where or 'the spec'} has unknown field {quote(str(key))}")
+            if item is not None:
+                checked[key] = check_shape(item, shape[key], _join(where, key))
+        return checked
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            raise CdiError(f"{where} must be an array")
+        return [check_shape(item, shape[0], f"{where}[{index}]") for index, item in enumerate(value)]
+    return _check_scalar(value, str(shape), where)
+
+
+def _check_scalar(value: object, kind: str, where: str) -> object:
+    """Check one scalar field (or an array of strings, or a string map)."""
+    if kind == _STR and isinstance(value, str):
+        return value
+    if kind == _BOOL and isinstance(value, bool):
+        return value
+    if kind == _STRINGS and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    if kind == _STRMAP and isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return value
+    if kind in _LIMITS and isinstance(value, int) and not isinstance(value, bool):
+        low, high = _LIMITS[kind]
+        if low <= value <= high:
+            return value
+    raise CdiError(f"{where} must be {_KIND_NAMES[kind]}")
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+# --- validation ------------------------------------------------------------------------------------------
+
+
+def build_spec(document: object, *, path: str, priority: int) -> Spec:
+    """Check a decoded spec document and return it as a Spec, or raise CdiError with the reference's words."""
+    checked = check_shape(document, _SPEC, "")
+    assert isinstance(checked, dict)  # noqa: S101 - the shape is a table
+    reason = version_error(checked)
+    if reason is not None:
+        raise CdiError(reason)
+    kind = str(checked.get("kind", ""))
+    vendor, klass = parse_qualifier(kind)
+    for problem in (vendor_error(vendor), class_error(klass), edits_error(checked.get("containerEdits"))):
+        if problem is not None:
+            raise CdiError(problem)
+    devices: dict[str, dict[str, Any]] = {}
+    for device in checked.get("devices", []):
+        name = str(device.get("name", ""))
+        problem = device_error(device)
+        if problem is not None:
+            raise CdiError(f"failed add device {quote(name)}: {problem}")
+        if name in devices:
+            raise CdiError(f"invalid spec, multiple device {quote(name)}")
+        devices[name] = device
+    if not devices:
+        raise CdiError("invalid spec, no devices")
+    return Spec(
+        path=os.path.normpath(path),
+        priority=priority,
+        kind=kind,
+        vendor=vendor,
+        klass=klass,
+        document=checked,
+        devices=devices,
+    )
+
+
+def device_error(device: dict[str, Any]) -> str | None:
+    """Say why a device entry is invalid: its name, empty edits, or invalid edits."""
+    name = str(device.get("name", ""))
+    problem = device_name_error(name)
+    if problem is not None:
+        return problem
+    edits = device.get("containerEdits") or {}
+    if not any(edits.get(key) for key in ("env", "deviceNodes", "hooks", "mounts", "additionalGids")) and (
+        edits.get("intelRdt") is None and not edits.get("netDevices")
+    ):
+        return "invalid device, empty device edits"
+    problem = edits_error(edits)
+    return None if problem is None else f"invalid device {quote(name)}: {problem}"
+
+
+def edits_error(edits: dict[str, Any] | None) -> str | None:
+    """Say why container edits are invalid (env, device nodes, hooks, mounts, Intel RDT, net devices)."""
+    if not edits:
+        return None
+    for entry in edits.get("env", []):
+        if entry.find("=") <= 0:
+            return f"invalid container edits: invalid environment variable {quote(entry)}"
+    for node in edits.get("deviceNodes", []):
+        problem = _node_error(node)
+        if problem is not None:
+            return problem
+    for hook in edits.get("hooks", []):
+        problem = _hook_error(hook)
+        if problem is not None:
+            return problem
+    for mount in edits.get("mounts", []):
+        if not mount.get("hostPath"):
+            return "invalid mount, empty host path"
+        if not mount.get("containerPath"):
+            return "invalid mount, empty container path"
+    rdt = edits.get("intelRdt")
+    if rdt is not None:
+        clos = str(rdt.get("closID", ""))
+        if clos != "/" and (len(clos) >= 4096 or clos in (".", "..") or "/" in clos or "\n" in clos):
+            return "invalid ClosID"
+    return _net_devices_error(edits.get("netDevices", []))
+
+
+def _node_error(node: dict[str, Any]) -> str | None:
+    path = str(node.get("path", ""))
+    if not path:
+        return "invalid (empty) device path"
+    kind = str(node.get("type", ""))
+    if kind not in DEVICE_TYPES:
+        return f"device {quote(path)}: invalid type {quote(kind)}"
+    permissions = str(node.get("permissions", ""))
+    if permissions != NO_PERMISSIONS and permissions.strip("rwm"):
+        return f"device {quote(path)}: invalid permissions {quote(permissions)}"
+    return None
+
+
+def _hook_error(hook: dict[str, Any]) -> str | None:
+    name = str(hook.get("hookName", ""))
+    if name not in HOOK_STAGES:
+        return f"invalid hook name {quote(name)}"
+    if not hook.get("path"):
+        return f"invalid hook {quote(name)} with empty path"
+    for entry in hook.get("env", []):
+        if entry.find("=") <= 0:
+            return f"invalid hook {quote(name)}: invalid environment variable {quote(entry)}"
+    return None
+
+
+def _net_devices_error(devices: list[dict[str, Any]]) -> str | None:
+    hosts: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for device in devices:
+        host, name = str(device.get("hostInterfaceName", "")), str(device.get("name", ""))
+        if not host:
+            return "invalid linux net device, empty HostInterfaceName"
+        if not name:
+            return "invalid linux net device, empty Name"
+        if host in hosts:
+            return (
+                f"invalid linux net device, duplicate HostInterfaceName {quote(host)} "
+                f"with names {quote(name)} and {quote(hosts[host])}"
+            )
+        hosts[host] = name
+        if name in names:
+            return (
+                f"invalid linux net device, duplicate Name {quote(name)} "
+                f"with HostInterfaceName {quote(host)} and {quote(names[name])}"
+            )
+        names[name] = host
+    return None
+
+
+# --- files -----------------------------------------------------------------------------------------------
+
+
+def read_spec_file(path: str) -> bytes:
+    """Read a spec file without blocking (a FIFO is refused) and without reading more than the limit."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise CdiError(f"could not read {path}: {err.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CdiError(f"could not read {path}: not a regular file")
+        chunks = []
+        size = 0
+        while size <= MAX_SPEC_FILE_BYTES:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as err:
+        raise CdiError(f"could not read {path}: {err.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_SPEC_FILE_BYTES:
+        raise CdiError(f"could not read {path}: larger than {MAX_SPEC_FILE_BYTES} bytes")
+    return b"".join(chunks)
+
+
+def load_spec(path: str, priority: int = 0) -> Spec:
+    """Read, decode and validate one spec file; every error is a CdiError naming the file."""
+    data = read_spec_file(path)
+    try:
+        return parse_spec_bytes(data, path=path, priority=priority)
+    except CdiError as err:
+        raise CdiError(f"invalid CDI spec {path}: {err}") from None
+
+
+def parse_spec_bytes(data: bytes, *, path: str, priority: int = 0) -> Spec:
+    """Decode and validate a spec's bytes (YAML when ``path`` ends in ``.yaml``)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CdiError(f"not valid UTF-8 at byte {err.start}") from None
+    document = decode_spec_text(text, yaml=path.endswith(".yaml"))
+    if document is None:
+        raise CdiError("no Spec data")
+    return build_spec(document, path=path, priority=priority)

@@ -1,0 +1,101 @@
+"""hook.cdi.registry: spec directories, priorities and conflicts as container-device-interface's Cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
+
+from hook.cdi.registry import load_registry, resolve_edits
+from hook.errors import CdiError
+
+
+def one_device(kind: str, name: str, env: str) -> dict[str, Any]:
+    """A minimal spec: one device whose only edit is an env entry (so the winner is visible)."""
+    return {
+        "cdiVersion": "0.5.0",
+        "kind": kind,
+        "devices": [{"name": name, "containerEdits": {"env": [env]}}],
+    }
+
+
+def test_later_directory_wins(tmp_path: Path) -> None:
+    """/var/run/cdi (listed later) overrides /etc/cdi for the same device; no error is recorded."""
+    write_spec(tmp_path / "etc", "a.json", one_device("x.com/gpu", "0", "FROM=etc"))
+    write_spec(tmp_path / "run", "a.yaml", one_device("x.com/gpu", "0", "FROM=run"))
+    registry = load_registry([str(tmp_path / "etc"), str(tmp_path / "run")])
+    assert resolve_edits(registry, ["x.com/gpu=0"]) == [{}, {"env": ["FROM=run"]}]
+    assert registry.errors == {}
+
+
+def test_same_directory_conflict_drops_device(tmp_path: Path) -> None:
+    """Two specs of one directory defining a device: a conflict recorded against both, the device gone."""
+    first = write_spec(tmp_path / "etc", "a.json", one_device("x.com/gpu", "0", "FROM=a"))
+    second = write_spec(tmp_path / "etc", "b.json", one_device("x.com/gpu", "0", "FROM=b"))
+    write_spec(tmp_path / "etc", "c.json", one_device("x.com/gpu", "1", "FROM=c"))
+    registry = load_registry([str(tmp_path / "etc")])
+    message = f'conflicting device "x.com/gpu=0" (specs "{second}", "{first}")'
+    assert registry.errors == {str(first): [message], str(second): [message]}
+    assert sorted(registry.devices) == ["x.com/gpu=1"]
+    assert registry.conflicts == frozenset({"x.com/gpu=0"})
+
+
+def test_conflict_in_lower_directory_still_drops_device(tmp_path: Path) -> None:
+    """The reference drops a conflicting name even when a higher-priority directory defines it once."""
+    write_spec(tmp_path / "etc", "a.json", one_device("x.com/gpu", "0", "FROM=a"))
+    write_spec(tmp_path / "etc", "b.json", one_device("x.com/gpu", "0", "FROM=b"))
+    write_spec(tmp_path / "run", "c.json", one_device("x.com/gpu", "0", "FROM=c"))
+    registry = load_registry([str(tmp_path / "etc"), str(tmp_path / "run")])
+    assert "x.com/gpu=0" not in registry.devices
+
+
+def test_files_skipped_and_errors_recorded(tmp_path: Path) -> None:
+    """Only .json/.yaml files count, subdirectories are not entered, a broken spec does not hide the rest."""
+    etc = tmp_path / "etc"
+    write_spec(etc, "good.json", one_device("x.com/gpu", "0", "A=1"))
+    write_spec(etc / "sub", "deep.json", one_device("x.com/gpu", "9", "A=1"))
+    (etc / "notes.txt").write_text("{")
+    (etc / "spec.yml").write_text("{")
+    broken = etc / "broken.json"
+    broken.write_text('{"cdiVersion": "0.3.0"}')
+    registry = load_registry([str(etc), str(tmp_path / "missing")])
+    assert sorted(registry.devices) == ["x.com/gpu=0"]
+    assert registry.errors == {str(broken): [f"invalid CDI spec {broken}: invalid vendor. empty name"]}
+
+
+def test_spec_edits_once_per_spec(tmp_path: Path) -> None:
+    """Spec-wide edits come once, before the first device of that spec; devices in request order."""
+    node = make_fake_node(tmp_path / "node")
+    spec = nvidia_like_spec(node)
+    write_spec(tmp_path / "etc", "nvidia.yaml", spec)
+    write_spec(tmp_path / "etc", "other.json", one_device("y.com/nic", "a", "NIC=a"))
+    registry = load_registry([str(tmp_path / "etc")])
+    edits = resolve_edits(registry, ["nvidia.com/gpu=1", "y.com/nic=a", "nvidia.com/gpu=0"])
+    common, devices = spec["containerEdits"], spec["devices"]
+    assert edits == [
+        common,
+        devices[1]["containerEdits"],
+        {},
+        {"env": ["NIC=a"]},
+        devices[0]["containerEdits"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        pytest.param(["x.com/gpu=7"], r'unresolvable CDI devices "x.com/gpu=7"', id="one"),
+        pytest.param(
+            ["x.com/gpu=7", "x.com/gpu=0", "gpu\n8"],
+            r'unresolvable CDI devices "x.com/gpu=7", "gpu\\x0a8"',
+            id="several-escaped",
+        ),
+    ],
+)
+def test_unresolvable(names: list[str], message: str, tmp_path: Path) -> None:
+    """Unknown names are refused together, in one line, with their values escaped."""
+    write_spec(tmp_path / "etc", "a.json", one_device("x.com/gpu", "0", "A=1"))
+    with pytest.raises(CdiError, match=rf"^{message}$"):
+        resolve_edits(load_registry([str(tmp_path / "etc")]), names)

@@ -1,0 +1,388 @@
+"""hook.cdi.spec and hook.cdi.version: decoding and checking a spec file as container-device-interface does."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hook.cdi.names import parse_qualified_name, quote
+from hook.cdi.spec import build_spec, load_spec
+from hook.cdi.version import minimum_version
+from hook.errors import CdiError
+
+NODE = {"path": "/dev/nvidia0"}
+BASE: dict[str, Any] = {
+    "cdiVersion": "0.3.0",
+    "kind": "nvidia.com/gpu",
+    "devices": [{"name": "gpu0", "containerEdits": {"deviceNodes": [NODE]}}],
+}
+
+
+def spec_with(**changes: Any) -> dict[str, Any]:
+    """BASE with top-level keys replaced (None removes one)."""
+    spec = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        if value is None:
+            spec.pop(key, None)
+        else:
+            spec[key] = value
+    return spec
+
+
+def device(name: str = "gpu0", **edits: Any) -> dict[str, Any]:
+    return {"name": name, "containerEdits": edits or {"deviceNodes": [NODE]}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "needed"),
+    [
+        pytest.param(BASE, "0.3.0", id="plain"),
+        pytest.param(
+            spec_with(devices=[device(mounts=[{"hostPath": "/a", "containerPath": "/b", "type": "bind"}])]),
+            "0.4.0",
+            id="mount-type",
+        ),
+        pytest.param(spec_with(devices=[device("0")]), "0.5.0", id="name-starts-with-digit"),
+        pytest.param(
+            spec_with(devices=[device(deviceNodes=[{"path": "/dev/x", "hostPath": "/dev/y"}])]),
+            "0.5.0",
+            id="host-path",
+        ),
+        pytest.param(spec_with(annotations={"a": "b"}), "0.6.0", id="spec-annotations"),
+        pytest.param(
+            spec_with(devices=[{**device(), "annotations": {"a": "b"}}]), "0.6.0", id="device-annotations"
+        ),
+        pytest.param(spec_with(kind="nvidia.com/gpu.x"), "0.6.0", id="dot-in-class"),
+        pytest.param(spec_with(containerEdits={"additionalGids": [5]}), "0.7.0", id="additional-gids"),
+        pytest.param(spec_with(devices=[device(intelRdt={})]), "0.7.0", id="intel-rdt"),
+        pytest.param(
+            spec_with(devices=[device(intelRdt={"enableMonitoring": True})]), "1.1.0", id="rdt-monitoring"
+        ),
+        pytest.param(spec_with(containerEdits={"intelRdt": {"schemata": []}}), "1.1.0", id="rdt-schemata"),
+        pytest.param(
+            spec_with(devices=[device(netDevices=[{"hostInterfaceName": "eth1", "name": "e"}])]),
+            "1.1.0",
+            id="net-devices",
+        ),
+    ],
+)
+def test_minimum_version(spec: dict[str, Any], needed: str) -> None:
+    """Each version's new fields raise the minimum version, as specs-go's requiresVxyz functions do."""
+    assert minimum_version(spec) == needed
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param(spec_with(cdiVersion="0.9.0"), r'invalid version "0.9.0"', id="unknown-version"),
+        pytest.param(spec_with(cdiVersion=None), r'invalid version ""', id="no-version"),
+        pytest.param(
+            spec_with(cdiVersion="0.2.0"), r"the spec version must be at least v0.3.0", id="too-old"
+        ),
+        pytest.param(
+            spec_with(cdiVersion="0.5.0", annotations={"a": "b"}),
+            r"the spec version must be at least v0.6.0",
+            id="annotations-need-0.6",
+        ),
+        pytest.param(
+            spec_with(
+                cdiVersion="1.0.0",
+                containerEdits={"netDevices": [{"hostInterfaceName": "eth1", "name": "e"}]},
+            ),
+            r"the spec version must be at least v1.1.0",
+            id="net-devices-need-1.1",
+        ),
+        pytest.param(spec_with(kind="gpu"), r"invalid vendor. empty name", id="kind-without-vendor"),
+        pytest.param(
+            spec_with(kind="1nvidia/gpu"),
+            r'invalid vendor. "1nvidia", should start with letter',
+            id="vendor-digit",
+        ),
+        pytest.param(
+            spec_with(kind="nvidia/gp_"),
+            r'invalid class. "gp_", should end with a letter or digit',
+            id="class-end",
+        ),
+        pytest.param(
+            spec_with(kind="nvidia/g!u"),
+            r"invalid class. invalid character '!' in name \"g!u\"",
+            id="class-char",
+        ),
+        pytest.param(spec_with(devices=[]), r"invalid spec, no devices", id="no-devices"),
+        pytest.param(
+            spec_with(devices=[device(), device()]),
+            r'invalid spec, multiple device "gpu0"',
+            id="device-twice",
+        ),
+        pytest.param(
+            spec_with(devices=[device("-x")]),
+            r'failed add device "-x": invalid class "-x", should start with a letter or digit',
+            id="device-name-start",
+        ),
+        pytest.param(
+            spec_with(devices=[{"name": "gpu0", "containerEdits": {}}]),
+            r'failed add device "gpu0": invalid device, empty device edits',
+            id="empty-device-edits",
+        ),
+        pytest.param(
+            spec_with(devices=[device(env=["=x"])]),
+            r'failed add device "gpu0": invalid device "gpu0": invalid container edits: '
+            r'invalid environment variable "=x"',
+            id="device-env",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"env": ["NOEQUALS"]}),
+            r'invalid container edits: invalid environment variable "NOEQUALS"',
+            id="spec-env",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"deviceNodes": [{"path": ""}]}),
+            r"invalid \(empty\) device path",
+            id="node-no-path",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"deviceNodes": [{"path": "/dev/x", "type": "x"}]}),
+            r'device "/dev/x": invalid type "x"',
+            id="node-type",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"deviceNodes": [{"path": "/dev/x", "permissions": "rwx"}]}),
+            r'device "/dev/x": invalid permissions "rwx"',
+            id="node-permissions",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"hooks": [{"hookName": "poststart2", "path": "/x"}]}),
+            r'invalid hook name "poststart2"',
+            id="hook-name",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"hooks": [{"hookName": "prestart"}]}),
+            r'invalid hook "prestart" with empty path',
+            id="hook-path",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"hooks": [{"hookName": "prestart", "path": "/x", "env": ["X"]}]}),
+            r'invalid hook "prestart": invalid environment variable "X"',
+            id="hook-env",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"mounts": [{"containerPath": "/x"}]}),
+            r"invalid mount, empty host path",
+            id="mount-host",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"mounts": [{"hostPath": "/x"}]}),
+            r"invalid mount, empty container path",
+            id="mount-container",
+        ),
+        pytest.param(
+            spec_with(cdiVersion="0.7.0", containerEdits={"intelRdt": {"closID": ".."}}),
+            r"invalid ClosID",
+            id="rdt-clos",
+        ),
+        pytest.param(
+            spec_with(cdiVersion="1.1.0", containerEdits={"netDevices": [{"hostInterfaceName": "eth0"}]}),
+            r"invalid linux net device, empty Name",
+            id="net-name",
+        ),
+        pytest.param(
+            spec_with(
+                cdiVersion="1.1.0",
+                containerEdits={
+                    "netDevices": [
+                        {"hostInterfaceName": "eth0", "name": "a"},
+                        {"hostInterfaceName": "eth0", "name": "b"},
+                    ]
+                },
+            ),
+            r'invalid linux net device, duplicate HostInterfaceName "eth0" with names "b" and "a"',
+            id="net-twice",
+        ),
+        pytest.param(spec_with(extra=1), r'the spec has unknown field "extra"', id="unknown-field"),
+        pytest.param(
+            spec_with(
+                devices=[
+                    {"name": "gpu0", "containerEdits": {"deviceNodes": [{"path": "/dev/x", "major": "195"}]}}
+                ]
+            ),
+            r"devices\[0\].containerEdits.deviceNodes\[0\].major must be an integer",
+            id="major-string",
+        ),
+        pytest.param(
+            spec_with(
+                devices=[{"name": "gpu0", "containerEdits": {"deviceNodes": [{"path": "/dev/x", "uid": -1}]}}]
+            ),
+            r"devices\[0\].containerEdits.deviceNodes\[0\].uid must be an integer from 0 to 4294967295",
+            id="uid-negative",
+        ),
+        pytest.param(
+            spec_with(
+                devices=[
+                    {"name": "gpu0", "containerEdits": {"deviceNodes": [{"path": "/dev/x", "major": True}]}}
+                ]
+            ),
+            r"devices\[0\].containerEdits.deviceNodes\[0\].major must be an integer",
+            id="major-boolean",
+        ),
+        pytest.param(
+            spec_with(containerEdits={"env": "A=1"}),
+            r"containerEdits.env must be an array of strings",
+            id="env-not-array",
+        ),
+    ],
+)
+def test_invalid_specs_refused(spec: dict[str, Any], message: str) -> None:
+    """Every rule of the reference's Spec.validate, with its own words (values quoted as Go's %q)."""
+    with pytest.raises(CdiError, match=rf"^{message}$"):
+        build_spec(spec, path="/etc/cdi/x.json", priority=0)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(spec_with(cdiVersion="v0.3.0"), id="leading-v"),
+        pytest.param(spec_with(cdiVersion="1.1.0"), id="newest-for-old-fields"),
+        pytest.param(
+            spec_with(devices=[device(deviceNodes=[{"path": "/dev/x", "permissions": "none"}])]),
+            id="permissions-none",
+        ),
+        pytest.param(spec_with(containerEdits={"env": None}), id="null-field-is-absent"),
+        pytest.param(
+            spec_with(
+                cdiVersion="1.1.0", devices=[device(netDevices=[{"hostInterfaceName": "e", "name": "f"}])]
+            ),
+            id="net-device-only",
+        ),
+        pytest.param(
+            spec_with(cdiVersion="0.7.0", devices=[device(intelRdt={"closID": "/"})]), id="rdt-root-clos"
+        ),
+    ],
+)
+def test_valid_specs_accepted(spec: dict[str, Any]) -> None:
+    """Specs the reference accepts are accepted, null fields dropped from the kept document."""
+    built = build_spec(spec, path="/etc/cdi//x.json", priority=1)
+    assert built.path == "/etc/cdi/x.json"
+    assert (built.vendor, built.klass) == parse_qualified_name(f"{spec['kind']}=x")[:2]
+    assert "env" not in built.document.get("containerEdits", {})
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        pytest.param(
+            "x.json",
+            '{"cdiVersion": "0.3.0", "cdiVersion": "0.4.0"}',
+            r'repeated field "cdiVersion"',
+            id="json-repeated-key",
+        ),
+        pytest.param(
+            "x.yaml",
+            "cdiVersion: 0.3.0\ncdiVersion: 0.4.0\n",
+            r'repeated field "cdiVersion"',
+            id="yaml-repeated-key",
+        ),
+        pytest.param(
+            "x.yaml", "cdiVersion: [\n", r"not valid JSON or YAML at line 2 column 1", id="yaml-broken"
+        ),
+        pytest.param("x.json", "", r"no Spec data", id="empty"),
+        pytest.param("x.json", "[1]", r"the spec must be an object", id="not-object"),
+        pytest.param("x.json", b"\xff", r"not valid UTF-8 at byte 0", id="not-utf8"),
+    ],
+)
+def test_undecodable_files(name: str, content: str | bytes, message: str, tmp_path: Path) -> None:
+    """A file that is no spec object is refused naming the file and the position, never quoting content."""
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    with pytest.raises(CdiError, match=rf"^invalid CDI spec {path}: {message}$"):
+        load_spec(str(path))
+
+
+def test_json_spec_written_as_yaml_still_reads(tmp_path: Path) -> None:
+    """A .json file holding YAML is read, as the reference (which parses every spec as YAML) reads it."""
+    path = tmp_path / "x.json"
+    path.write_text(
+        "cdiVersion: 0.3.0\nkind: a.com/b\ndevices:\n- name: d\n  containerEdits:\n    env: [A=1]\n"
+    )
+    assert list(load_spec(str(path)).devices) == ["d"]
+
+
+def test_yaml_octal_file_mode(tmp_path: Path) -> None:
+    """YAML 1.1 octal (``0666``) is a number, as go-yaml reads it."""
+    path = tmp_path / "x.yaml"
+    path.write_text(
+        "cdiVersion: 0.3.0\nkind: a.com/b\ndevices:\n- name: d\n  containerEdits:\n"
+        "    deviceNodes:\n    - path: /dev/x\n      fileMode: 0666\n"
+    )
+    node = load_spec(str(path)).devices["d"]["containerEdits"]["deviceNodes"][0]
+    assert node["fileMode"] == 0o666
+
+
+def test_fifo_refused_without_blocking(tmp_path: Path) -> None:
+    """A FIFO named like a spec is refused at once (nothing blocks forever)."""
+    path = tmp_path / "x.json"
+    os.mkfifo(path)
+    with pytest.raises(CdiError, match=rf"^could not read {path}: not a regular file$"):
+        load_spec(str(path))
+
+
+def test_json_spec_does_not_import_yaml(tmp_path: Path) -> None:
+    """Reading a JSON spec keeps to the lean path: neither yaml nor json is imported."""
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(BASE))
+    code = (
+        "import sys; from hook.cdi.spec import load_spec; load_spec(sys.argv[1]);"
+        "print(' '.join(m for m in ('yaml', 'json', 'typing') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[2],
+    )
+    assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "quoted"),
+    [
+        pytest.param("a", '"a"', id="plain"),
+        pytest.param('a"b\\', '"a\\"b\\\\"', id="quote-backslash"),
+        pytest.param("a\nb\x1b", '"a\\x0ab\\x1b"', id="control"),
+        pytest.param("x" * 300, '"' + "x" * 256 + '..."', id="bounded"),
+    ],
+)
+def test_quote(text: str, quoted: str) -> None:
+    """Values in messages are quoted on one line, with no control characters and a bounded length."""
+    assert quote(text) == quoted
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        pytest.param("gpu0", r'unqualified device "gpu0", missing vendor', id="bare"),
+        pytest.param(
+            "nvidia.com/gpu=", r'unqualified device "nvidia.com/gpu=", missing vendor', id="no-name"
+        ),
+        pytest.param(
+            "nvidia.com/gpu=a/b",
+            r"invalid device \"nvidia.com/gpu=a/b\": invalid character '/' in "
+            r'device name "a/b"',
+            id="slash-in-name",
+        ),
+    ],
+)
+def test_parse_qualified_name_errors(name: str, message: str) -> None:
+    """pkg/parser's messages for names that are not fully qualified."""
+    with pytest.raises(CdiError, match=rf"^{message}$"):
+        parse_qualified_name(name)
