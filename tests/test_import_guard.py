@@ -180,7 +180,7 @@ SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
 STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.state"})
 # Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
 SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubset", "hook.envfile"})
-DEVICES = frozenset({"hook.devices", "hook.cdi"})
+DEVICES = frozenset({"hook.devices", "hook.cdi", "hook.cdi.names"})
 REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
 # python-dotenv's parser (re, typing and what they import), loaded only when a container names an env file.

@@ -7,7 +7,7 @@ quoted by ``quote`` (bounded, no control characters).
 
 from __future__ import annotations
 
-from hook.errors import CdiError
+from hook.errors import CdiError, escape
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -46,20 +46,9 @@ def _valid_name(text: str) -> bool:
 
 
 def quote(text: str, limit: int = 256) -> str:
-    """Quote ``text`` for a message as Go's ``%q`` does (control characters escaped), bounded."""
-    cut = len(text) > limit
-    body = []
-    for char in text[:limit]:
-        code = ord(char)
-        if char in '"\\':
-            body.append("\\" + char)
-        elif code < 0x20 or code == 0x7F:
-            body.append(f"\\x{code:02x}")
-        elif 0x80 <= code < 0xA0 or code in (0x2028, 0x2029) or 0xD800 <= code < 0xE000:
-            body.append(f"\\u{code:04x}")
-        else:
-            body.append(char)
-    return '"' + "".join(body) + ('..."' if cut else '"')
+    """Quote ``text`` for a message as Go's ``%q`` does: in double quotes, ``"`` and ``\\`` escaped, and the
+    rest rendered by ``hook.errors.escape`` (no control characters, at most ``limit`` characters)."""
+    return '"' + escape(text.replace("\\", "\\\\").replace('"', '\\"'), limit) + '"'
 
 
 def parse_qualifier(kind: str) -> tuple[str, str]:

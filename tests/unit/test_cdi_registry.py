@@ -89,7 +89,7 @@ def test_spec_edits_once_per_spec(tmp_path: Path) -> None:
         pytest.param(["x.com/gpu=7"], r'unresolvable CDI devices "x.com/gpu=7"', id="one"),
         pytest.param(
             ["x.com/gpu=7", "x.com/gpu=0", "gpu\n8"],
-            r'unresolvable CDI devices "x.com/gpu=7", "gpu\\x0a8"',
+            r'unresolvable CDI devices "x.com/gpu=7", "gpu\\n8"',
             id="several-escaped",
         ),
     ],

@@ -358,7 +358,7 @@ def test_json_spec_does_not_import_yaml(tmp_path: Path) -> None:
     [
         pytest.param("a", '"a"', id="plain"),
         pytest.param('a"b\\', '"a\\"b\\\\"', id="quote-backslash"),
-        pytest.param("a\nb\x1b", '"a\\x0ab\\x1b"', id="control"),
+        pytest.param("a\nb\x1b", '"a\\nb\\x1b"', id="control"),
         pytest.param("x" * 300, '"' + "x" * 256 + '..."', id="bounded"),
     ],
 )
