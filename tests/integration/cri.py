@@ -1,0 +1,182 @@
+"""A kubelet-shaped CRI client for the containerd tests: RunPodSandbox / CreateContainer / StartContainer.
+
+``cri/api.proto`` holds only the CRI v1 messages the tests use (upstream names and field numbers); it is
+compiled with grpcio-tools into a temporary directory the first time a test needs it, so no generated
+code lives in the repository. The generated modules are untyped, hence ``Any`` here.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+PROTO = Path(__file__).resolve().parent / "cri" / "api.proto"
+RPC_TIMEOUT = 120.0
+
+
+@functools.cache
+def compiled() -> tuple[ModuleType, ModuleType]:
+    """Compile api.proto once per test process and return (messages, services) modules."""
+    from grpc_tools import protoc
+
+    out = Path(tempfile.mkdtemp(prefix="cri-proto-"))
+    status = protoc.main(
+        ["protoc", f"-I{PROTO.parent}", f"--python_out={out}", f"--grpc_python_out={out}", str(PROTO)]
+    )
+    if status != 0:
+        raise RuntimeError(f"protoc failed on {PROTO} (status {status})")
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")
+    finally:
+        sys.path.remove(str(out))
+
+
+class CriClient:
+    """The CRI RuntimeService of one containerd, called as kubelet calls it."""
+
+    def __init__(self, address: str) -> None:
+        import grpc
+
+        self.pb, services = compiled()
+        self.channel = grpc.insecure_channel(f"unix://{address}")
+        self.stub: Any = services.RuntimeServiceStub(self.channel)
+
+    def close(self) -> None:
+        """Close the channel."""
+        self.channel.close()
+
+    def version(self) -> Any:
+        """CRI Version: the runtime's name and version."""
+        return self.stub.Version(self.pb.VersionRequest(version="v1"), timeout=RPC_TIMEOUT)
+
+    def sandbox_config(self, name: str, log_directory: Path, annotations: dict[str, str]) -> Any:
+        """A pod sandbox in the node's network, PID and IPC namespaces (no CNI needed), logs in a directory."""
+        pb = self.pb
+        node = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
+        return pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, uid=f"uid-{name}", namespace="default", attempt=0),
+            log_directory=str(log_directory),
+            annotations=annotations,
+            linux=pb.LinuxPodSandboxConfig(
+                security_context=pb.LinuxSandboxSecurityContext(namespace_options=node)
+            ),
+        )
+
+    def run_pod_sandbox(self, config: Any, handler: str) -> str:
+        """RunPodSandbox with a RuntimeClass handler; returns the sandbox id."""
+        request = self.pb.RunPodSandboxRequest(config=config, runtime_handler=handler)
+        return str(self.stub.RunPodSandbox(request, timeout=RPC_TIMEOUT).pod_sandbox_id)
+
+    def create_container(
+        self,
+        sandbox_id: str,
+        sandbox_config: Any,
+        *,
+        name: str,
+        image: str,
+        command: list[str],
+        env: dict[str, str],
+        log_path: str,
+    ) -> str:
+        """CreateContainer in a sandbox; returns the container id."""
+        pb = self.pb
+        config = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=name, attempt=0),
+            image=pb.ImageSpec(image=image),
+            command=command,
+            envs=[pb.KeyValue(key=key, value=value) for key, value in env.items()],
+            log_path=log_path,
+        )
+        request = pb.CreateContainerRequest(
+            pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config
+        )
+        return str(self.stub.CreateContainer(request, timeout=RPC_TIMEOUT).container_id)
+
+    def start_container(self, container_id: str) -> None:
+        """StartContainer."""
+        self.stub.StartContainer(
+            self.pb.StartContainerRequest(container_id=container_id), timeout=RPC_TIMEOUT
+        )
+
+    def container_status(self, container_id: str) -> Any:
+        """ContainerStatus: state, exit code, reason, message."""
+        request = self.pb.ContainerStatusRequest(container_id=container_id)
+        return self.stub.ContainerStatus(request, timeout=RPC_TIMEOUT).status
+
+    def wait_exited(self, container_id: str, timeout: float = 60) -> Any:
+        """Poll ContainerStatus until the container has exited; return its status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.container_status(container_id)
+            if status.state == self.pb.CONTAINER_EXITED or time.monotonic() > deadline:
+                return status
+            time.sleep(0.2)
+
+    def stop_container(self, container_id: str, timeout: int = 5) -> None:
+        """StopContainer (TERM, then KILL after ``timeout`` seconds)."""
+        request = self.pb.StopContainerRequest(container_id=container_id, timeout=timeout)
+        self.stub.StopContainer(request, timeout=RPC_TIMEOUT)
+
+    def remove_container(self, container_id: str) -> None:
+        """RemoveContainer."""
+        self.stub.RemoveContainer(
+            self.pb.RemoveContainerRequest(container_id=container_id), timeout=RPC_TIMEOUT
+        )
+
+    def stop_pod_sandbox(self, sandbox_id: str) -> None:
+        """StopPodSandbox: every container of the pod and the sandbox are stopped."""
+        self.stub.StopPodSandbox(
+            self.pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=RPC_TIMEOUT
+        )
+
+    def remove_pod_sandbox(self, sandbox_id: str) -> None:
+        """RemovePodSandbox: the sandbox and its containers are removed."""
+        request = self.pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id)
+        self.stub.RemovePodSandbox(request, timeout=RPC_TIMEOUT)
+
+
+def read_cri_log(path: Path) -> list[str]:
+    """Return the lines a container wrote to stdout, from a CRI log file (``<time> <stream> <tag> <line>``)."""
+    lines = []
+    for record in path.read_text(errors="replace").splitlines():
+        parts = record.split(" ", 3)
+        if len(parts) == 4 and parts[1] == "stdout":
+            lines.append(parts[3])
+    return lines
+
+
+def run_in_pod(
+    client: CriClient,
+    *,
+    workdir: Path,
+    handler: str,
+    image: str,
+    command: list[str],
+    env: dict[str, str],
+    name: str = "gpu",
+) -> tuple[Any, list[str]]:
+    """Run one container to its end in a new pod, as kubelet does (RunPodSandbox with the RuntimeClass
+    handler, CreateContainer, StartContainer), then stop and remove the pod whatever happened.
+
+    Returns the container's final status and what it wrote to stdout.
+    """
+    logs = workdir / f"pod-logs-{name}"
+    config = client.sandbox_config(name, logs, {})
+    sandbox = client.run_pod_sandbox(config, handler)
+    try:
+        container = client.create_container(
+            sandbox, config, name=name, image=image, command=command, env=env, log_path=f"{name}.log"
+        )
+        client.start_container(container)
+        status = client.wait_exited(container)
+        return status, read_cri_log(logs / f"{name}.log")
+    finally:
+        client.stop_pod_sandbox(sandbox)
+        client.remove_pod_sandbox(sandbox)
