@@ -23,12 +23,7 @@ from hook.install.common import (
     PlannedFile,
     rooted,
 )
-from hook.install.containerd import (
-    CONTAINERD_IMPORT,
-    build_containerd_dropin,
-    containerd_imports_dropin,
-    resolve_containerd_version,
-)
+from hook.install.containerd import CONTAINERD_MERGE
 from hook.install.crio import build_crio_dropin
 from hook.install.docker import DOCKER_MERGE, merge_daemon_json, unmerge_daemon_json
 from hook.install.installer import build_plan, write_install, write_uninstall
@@ -43,7 +38,7 @@ from hook.install.wrappers import (
 
 __all__ = [
     "CONFIG_MODE",
-    "CONTAINERD_IMPORT",
+    "CONTAINERD_MERGE",
     "DOCKER_MERGE",
     "ENGINES",
     "EXECUTABLE_MODE",
@@ -55,15 +50,12 @@ __all__ = [
     "InstallOptions",
     "Plan",
     "PlannedFile",
-    "build_containerd_dropin",
     "build_crio_dropin",
     "build_hook_json",
     "build_plan",
     "build_wrapper",
-    "containerd_imports_dropin",
     "merge_daemon_json",
     "register",
-    "resolve_containerd_version",
     "rooted",
     "unmerge_daemon_json",
     "write_install",

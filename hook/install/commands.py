@@ -56,9 +56,16 @@ def install_command(
     hooks_dir: Annotated[
         str, typer.Option(help="oci-hooks.d directory (podman, CRI-O).")
     ] = paths.OCI_HOOKS_DIRS[0],
+    containerd_config: Annotated[
+        str,
+        typer.Option(
+            help="containerd's config to add the handler to, as a node path (k3s/RKE2: the "
+            "config.toml.tmpl beside the config.toml they generate)."
+        ),
+    ] = paths.CONTAINERD_CONFIG,
     containerd_config_version: Annotated[
         int | None,
-        typer.Option(min=2, max=3, help="containerd drop-in version (default: the main config's)."),
+        typer.Option(min=1, max=3, help="containerd: the version of a config file install creates."),
     ] = None,
 ) -> None:
     """Install the hook and the runtime shim for one engine (undo with uninstall)."""
@@ -71,6 +78,7 @@ def install_command(
         precreate=precreate,
         hooks_dir=hooks_dir,
         containerd_config_version=containerd_config_version,
+        containerd_config=containerd_config,
     )
     for line in write_install(options, dry_run=dry_run):
         typer.echo(line)

@@ -39,6 +39,7 @@ class InstallOptions(NamedTuple):
     precreate: bool = False
     hooks_dir: str = paths.OCI_HOOKS_DIRS[0]
     containerd_config_version: int | None = None
+    containerd_config: str = paths.CONTAINERD_CONFIG
 
 
 class PlannedFile(NamedTuple):
@@ -51,10 +52,15 @@ class PlannedFile(NamedTuple):
 
 
 class EnginePlan(NamedTuple):
-    """What one engine module adds to an install: its files in write order, and what to tell the user."""
+    """What one engine module adds to an install: its files in write order, and what to tell the user.
+
+    ``runtime``: the OCI runtime the shim should exec on this node, when the engine's config says (the
+    containerd or CRI-O runtime the handler is based on); None leaves the shim's default.
+    """
 
     files: tuple[PlannedFile, ...]
     notes: tuple[str, ...]
+    runtime: str | None = None
 
 
 class Plan(NamedTuple):
@@ -112,3 +118,20 @@ def toml_string(value: str) -> str:
 def toml_key(value: str) -> str:
     """Write ``value`` as a TOML key: bare when it can be, else quoted."""
     return value if _BARE_TOML_KEY.match(value) else toml_string(value)
+
+
+def engine_config_kind(data: bytes) -> str | None:
+    """Tell whether a file is an engine's config rather than our config.toml: "containerd's" (top-level
+    ``version``, ``imports`` or ``plugins``), "CRI-O's" (a ``crio`` table), or None. NVIDIA's config.toml,
+    which ours follows, has none of these; a file that is not TOML is left to the config check."""
+    import tomllib
+
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if any(key in document for key in ("version", "imports", "plugins")):
+        return "containerd's"
+    if "crio" in document:
+        return "CRI-O's"
+    return None

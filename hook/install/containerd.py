@@ -1,9 +1,38 @@
-"""containerd: a conf.d drop-in registering the runtime handler, in the main config's version."""
+"""containerd: add the runtime handler to the config file whose CRI table containerd actually uses.
+
+containerd reads its main config, then every file its ``imports`` name (globs sorted, imports of imports
+too), each merged over the ones before. containerd 1.x merges a plugin's table *whole*: an imported file
+that has a ``plugins."io.containerd.grpc.v1.cri"`` table replaces the main config's CRI table entirely
+(containerd/containerd#5837, #7982), so a drop-in holding only our handler would reset the node's CRI
+settings to the defaults. containerd 2.x merges per key. And inside one file, the CRI plugin decodes a
+``runtimes`` table *over* its built-in one: a file naming any runtime replaces the built-in map, so the
+built-in ``runc`` has to be written out too when the file names none.
+
+So install writes no drop-in. It appends the handler's tables, between two marker comments, to the file
+that holds the CRI table containerd uses (the last file in load order that has one — for config version 3,
+whose files merge per key, the main config): every earlier byte of that file is kept, the result is checked
+by reading it back (it must equal the file as it was plus exactly our tables), and the manifest records the
+file so uninstall restores its bytes. The handler copies the table of the runtime it is based on — the
+default runtime (``default_runtime_name``) when it is a runc-shim runtime, else ``runc``, else containerd's
+built-in runc — with ``BinaryName`` set to the runtime wrapper: ``SystemdCgroup`` and every other option
+follow the node.
+
+The config version is read as containerd reads it: no ``version`` key means 1. Install refuses, writing
+nothing, what it cannot edit safely: invalid TOML, an unknown version, an import newer than the main config,
+an import that cannot be read, a handler of that name it did not write.
+
+k3s and RKE2 generate ``config.toml`` from ``config.toml.tmpl`` at every start; ``--containerd-config
+…/config.toml.tmpl`` appends the handler to the template (created as ``{{ template "base" . }}`` plus the
+handler when there is none), reading the generated ``config.toml`` beside it for the base runtime.
+"""
 
 from __future__ import annotations
 
-import fnmatch
+import copy
+import glob
 import os
+import stat
+from typing import Any, NamedTuple
 
 from hook import __version__, paths
 from hook.install.common import (
@@ -12,72 +41,455 @@ from hook.install.common import (
     InstallError,
     InstallOptions,
     PlannedFile,
-    fill_template,
     read_file,
     rooted,
-    toml_key,
-    toml_string,
 )
 
-CONTAINERD_IMPORT = paths.CONTAINERD_DROPIN_DIR + "/*.toml"
+# The manifest's ``merge`` kind for a containerd config install appended to: uninstall takes the block out.
+CONTAINERD_MERGE = "containerd-handler"
+# The CRI plugin's table name in each config version (version 3 is containerd 2.x's runtime part of CRI).
+CRI_PLUGIN = {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+# disabled_plugins entries that switch CRI off, per version.
+CRI_DISABLED = {
+    1: ("cri",),
+    2: ("io.containerd.grpc.v1.cri",),
+    3: ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"),
+}
+VERSIONS = (1, 2, 3)
+DEFAULT_VERSION = 2
+RUNC_SHIM = "io.containerd.runc.v2"
+DEFAULT_RUNTIME = "runc"
+# containerd's built-in runc runtime, as ``containerd config dump`` shows it (1.6/1.7 for versions 1 and 2,
+# 2.x for version 3): written out when the CRI table names no runtime, so that adding ours keeps it.
+_RUNC_OPTIONS_1X = {
+    "BinaryName": "",
+    "CriuImagePath": "",
+    "CriuPath": "",
+    "CriuWorkPath": "",
+    "IoGid": 0,
+    "IoUid": 0,
+    "NoNewKeyring": False,
+    "NoPivotRoot": False,
+    "Root": "",
+    "ShimCgroup": "",
+    "SystemdCgroup": False,
+}
+_RUNC_OPTIONS_2X = {
+    "BinaryName": "",
+    "CriuImagePath": "",
+    "CriuWorkPath": "",
+    "IoGid": 0,
+    "IoUid": 0,
+    "NoNewKeyring": False,
+    "Root": "",
+    "ShimCgroup": "",
+}
+BUILTIN_RUNC: dict[int, dict[str, Any]] = {
+    1: {"runtime_type": RUNC_SHIM, "options": _RUNC_OPTIONS_1X},
+    2: {"runtime_type": RUNC_SHIM, "options": _RUNC_OPTIONS_1X},
+    3: {"runtime_type": RUNC_SHIM, "sandboxer": "podsandbox", "options": _RUNC_OPTIONS_2X},
+}
+BLOCK_BEGIN = "# gpu-env-hook: begin"
+BLOCK_END = "# gpu-env-hook: end"
+K3S_TEMPLATE_SUFFIX = ".tmpl"
+K3S_BASE = '{{ template "base" . }}\n'
+# NVIDIA's runtimes add NVIDIA's own hook: the shim must not exec them (the container would get two).
+NVIDIA_RUNTIMES = (
+    "nvidia-container-runtime",
+    "nvidia-container-runtime.cdi",
+    "nvidia-container-runtime.legacy",
+)
 
 
-def build_containerd_dropin(version: int) -> bytes:
-    """Build the containerd drop-in registering the runtime wrapper as handler RUNTIME_HANDLER."""
-    values = {
-        "VERSION": __version__,
-        "HANDLER": toml_key(paths.RUNTIME_HANDLER),
-        "RUNTIME": toml_string(paths.RUNTIME_WRAPPER),
-    }
-    return fill_template(f"containerd-v{version}.toml.in", values).encode()
+class ConfigFile(NamedTuple):
+    """One file containerd loads: its node path, bytes, parsed document and config version."""
+
+    path: str
+    data: bytes
+    document: dict[str, Any]
+    version: int
 
 
-def resolve_containerd_version(main_config: str | None, where: str) -> int:
-    """Return the config version the drop-in should use: 3 when the main config is version 3, else 2."""
-    if main_config is None:
-        return 2
+class Handler(NamedTuple):
+    """What install adds: the file it appends to, the tables (path → table), the base runtime and notes."""
+
+    target: str
+    tables: tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
+    base: str
+    binary: str | None
+    notes: tuple[str, ...]
+
+
+# --- reading configs as containerd does ------------------------------------------------------------------
+
+
+def parse_config(data: bytes, where: str) -> dict[str, Any]:
+    """Parse one containerd config file (UTF-8 TOML), refusing what containerd could not read either."""
     import tomllib
 
     try:
-        version = tomllib.loads(main_config).get("version", 2)
+        document = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InstallError(f"{where}: not UTF-8 text; fix it first") from None
     except tomllib.TOMLDecodeError as err:
         raise InstallError(f"{where}: not valid TOML ({err}); fix it first") from None
-    return 3 if version == 3 else 2
+    return document
 
 
-def containerd_imports_dropin(main_config: str | None) -> bool:
-    """Tell whether the main containerd config's ``imports`` already reads our drop-in."""
-    if main_config is None:
-        return False
+def resolve_version(document: dict[str, Any], where: str) -> int:
+    """Return a config's version as containerd reads it: no ``version`` key means 1."""
+    version = document.get("version", 1)
+    if isinstance(version, bool) or version not in VERSIONS:
+        raise InstallError(
+            f"{where}: config version {version!r} is not one install knows (1, 2 or 3); fix it first"
+        )
+    result: int = version
+    return result
+
+
+def resolve_imports(root: str, parent: str, document: dict[str, Any]) -> list[str]:
+    """Return the node paths a file's ``imports`` name, as containerd resolves them: a pattern with ``*`` is
+    globbed (matches sorted), any other relative path is relative to the importing file's directory."""
+    imports = document.get("imports", [])
+    where = rooted(root, parent)
+    if not isinstance(imports, list) or not all(isinstance(item, str) for item in imports):
+        raise InstallError(f"{where}: imports must be an array of strings; fix it first")
+    found: list[str] = []
+    for item in imports:
+        if "*" in item:
+            pattern = item if os.path.isabs(item) else os.path.join("/", item)
+            matches = sorted(glob.glob(rooted(root, pattern), include_hidden=True))
+            prefix = "" if root in ("", "/") else root.rstrip("/")
+            found += [match[len(prefix) :] or "/" for match in matches]
+        else:
+            path = os.path.normpath(item)
+            found.append(path if os.path.isabs(path) else os.path.join(os.path.dirname(parent), path))
+    return found
+
+
+def load_chain(root: str, main: str, main_data: bytes) -> list[ConfigFile]:
+    """Return the main config and every file it imports, in the order containerd merges them (each file
+    once); refuse an import that cannot be read or is newer than the main config."""
+    where = rooted(root, main)
+    main_data = strip_block(main_data)
+    document = parse_config(main_data, where)
+    chain = [ConfigFile(main, main_data, document, resolve_version(document, where))]
+    seen = {main}
+    pending = resolve_imports(root, main, document)
+    while pending:
+        path, pending = pending[0], pending[1:]
+        if path in seen:
+            continue
+        seen.add(path)
+        where = rooted(root, path)
+        if os.path.isdir(where):
+            raise InstallError(
+                f"{where}: imported by the containerd config, but is a directory; fix it first"
+            )
+        data = read_file(where)
+        if data is None:
+            raise InstallError(f"{where}: imported by the containerd config, but missing; fix it first")
+        data = strip_block(data)
+        document = parse_config(data, where)
+        version = resolve_version(document, where)
+        if version > chain[0].version:
+            raise InstallError(
+                f"{where}: config version {version} is newer than the main config's "
+                f"({chain[0].version}); containerd refuses that; fix it first"
+            )
+        chain.append(ConfigFile(path, data, document, version))
+        pending += resolve_imports(root, path, document)
+    return chain
+
+
+def cri_table(document: dict[str, Any], version: int) -> dict[str, Any] | None:
+    """Return a file's CRI plugin table for ``version``, or None when it has none."""
+    plugins = document.get("plugins")
+    table = plugins.get(CRI_PLUGIN[version]) if isinstance(plugins, dict) else None
+    return table if isinstance(table, dict) else None
+
+
+def merge_tables(into: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``over`` into a copy of ``into`` per key (tables recursively), as containerd 2.x does."""
+    merged = copy.deepcopy(into)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_tables(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def resolve_cri(chain: list[ConfigFile]) -> tuple[ConfigFile, dict[str, Any]]:
+    """Return the file install appends to and the CRI table containerd ends up with.
+
+    Versions 1 and 2 (containerd 1.x merges plugin tables whole): the last file in load order with a CRI
+    table, and that table. Version 3 (containerd 2.x merges per key): the main config, and every file's
+    table merged.
+    """
+    version = chain[0].version
+    if version == 3:
+        merged: dict[str, Any] = {}
+        for config in chain:
+            merged = merge_tables(merged, cri_table(config.document, version) or {})
+        return chain[0], merged
+    for config in reversed(chain):
+        table = cri_table(config.document, version)
+        if table is not None:
+            return config, table
+    return chain[0], {}
+
+
+def runtimes_of(cri: dict[str, Any], where: str) -> dict[str, Any]:
+    """Return the CRI table's ``containerd.runtimes`` (empty when it names none)."""
+    section = cri.get("containerd", {})
+    runtimes = section.get("runtimes", {}) if isinstance(section, dict) else {}
+    if not isinstance(runtimes, dict) or not all(isinstance(value, dict) for value in runtimes.values()):
+        raise InstallError(f"{where}: containerd.runtimes must be a table of tables; fix it first")
+    return runtimes
+
+
+def resolve_base_runtime(cri: dict[str, Any], version: int, where: str) -> tuple[str, dict[str, Any]]:
+    """Return the runtime the handler is based on, and its table: the default runtime when it runs the runc
+    shim, else ``runc``, else containerd's built-in runc."""
+    runtimes = runtimes_of(cri, where) or {DEFAULT_RUNTIME: BUILTIN_RUNC[version]}
+    section = cri.get("containerd", {})
+    default = section.get("default_runtime_name") if isinstance(section, dict) else None
+    for name in (default or DEFAULT_RUNTIME, DEFAULT_RUNTIME):
+        table = runtimes.get(name)
+        if table is not None and table.get("runtime_type", RUNC_SHIM) in (RUNC_SHIM, ""):
+            return name, table
+    return DEFAULT_RUNTIME, BUILTIN_RUNC[version]
+
+
+def build_handler_table(base: dict[str, Any], wrapper: str) -> dict[str, Any]:
+    """Return the handler's table: the base runtime's, runc shim, ``BinaryName`` = the runtime wrapper."""
+    table = copy.deepcopy(base)
+    table["runtime_type"] = RUNC_SHIM
+    options = table.get("options")
+    table["options"] = {**(options if isinstance(options, dict) else {}), "BinaryName": wrapper}
+    return table
+
+
+def real_runtime(base: dict[str, Any]) -> str | None:
+    """Return the runtime binary the shim should exec for this node: the base runtime's ``BinaryName`` when
+    it names one that is not NVIDIA's runtime (None: the shim's default, runc)."""
+    options = base.get("options")
+    binary = options.get("BinaryName") if isinstance(options, dict) else None
+    if not isinstance(binary, str) or not binary or os.path.basename(binary) in NVIDIA_RUNTIMES:
+        return None
+    return binary
+
+
+def disabled_cri(chain: list[ConfigFile]) -> str | None:
+    """Return the file whose ``disabled_plugins`` switches the CRI plugin off, or None."""
+    names = CRI_DISABLED[chain[0].version]
+    for config in chain:
+        disabled = config.document.get("disabled_plugins", [])
+        if isinstance(disabled, list) and any(name in disabled for name in names):
+            return config.path
+    return None
+
+
+# --- the block install appends ---------------------------------------------------------------------------
+
+
+def strip_block(data: bytes) -> bytes:
+    """Return ``data`` without the block an earlier install appended (unchanged when there is none)."""
+    text = data.decode("utf-8", "surrogateescape")
+    begin = text.find(BLOCK_BEGIN)
+    end = text.find(BLOCK_END, begin)
+    if begin < 0 or end < 0 or (begin > 0 and text[begin - 1] != "\n"):
+        return data
+    end = text.find("\n", end)
+    end = len(text) if end < 0 else end + 1
+    head = text[:begin]
+    if head.endswith("\n\n"):
+        head = head[:-1]
+    return (head + text[end:]).encode("utf-8", "surrogateescape")
+
+
+Tables = tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
+
+
+def build_block(tables: Tables, base: str, preamble: str) -> str:
+    """Return the block install appends: markers, what it is, ``preamble`` (top-level keys), the tables."""
+    from hook.install.tomlwrite import render_tables
+
+    text = (
+        f"{BLOCK_BEGIN} (gpu-env-hook {__version__}; `gpu-env-hook uninstall --engine containerd` "
+        "removes this block)\n"
+        f"# Runtime handler {paths.RUNTIME_HANDLER}: the options of runtime {base}, with BinaryName = "
+        "the gpu-env-runtime wrapper.\n"
+    )
+    if len(tables) > 1:
+        text += (
+            f"# {DEFAULT_RUNTIME}: containerd's built-in runtime, written out because a config that names "
+            "a runtime replaces the built-in list.\n"
+        )
+    text += preamble
+    for path, table in tables:
+        text += "\n" + render_tables(path, table)
+    return text + BLOCK_END + "\n"
+
+
+def append_block(data: bytes, block: str) -> bytes:
+    """Return ``data`` with ``block`` appended after a blank line; every byte of ``data`` kept."""
+    if not data:
+        return block.encode()
+    separator = b"\n" if data.endswith(b"\n") else b"\n\n"
+    return data + separator + block.encode()
+
+
+def expected_document(
+    document: dict[str, Any], tables: tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
+) -> dict[str, Any]:
+    """Return ``document`` with each table added at its path (what the edited file must read back as)."""
+    result = copy.deepcopy(document)
+    for path, table in tables:
+        node = result
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = copy.deepcopy(table)
+    return result
+
+
+def unmerge_config(current: bytes, previous: bytes | None, where: str) -> bytes | None:
+    """Return the config with install's block taken out (None: remove the file; install created it).
+
+    ``previous`` comes back byte for byte when nothing else changed; otherwise only the block goes.
+    """
+    del where
+    stripped = strip_block(current)
+    if previous is None:
+        # Install created the file: nothing else in it (a k3s template it made holds only the base).
+        return None if stripped.strip() in (b"", K3S_BASE.strip().encode()) else stripped
+    if stripped in (previous, previous + b"\n"):
+        return previous
+    return stripped
+
+
+# --- planning --------------------------------------------------------------------------------------------
+
+
+class Source(NamedTuple):
+    """What install edits: the file (node path) and the text it appends to, the files containerd loads
+    (``chain``, main config first) and what containerd reads in place of the edited text (a k3s template
+    renders as the generated config followed by what the template adds)."""
+
+    path: str
+    text: bytes
+    chain: list[ConfigFile]
+    template: bool
+    preamble: str
+
+
+def load_source(root: str, config_path: str, data: bytes | None, version_option: int | None) -> Source:
+    """Read the config at ``config_path`` (``data``: its bytes, None when missing) and what it imports."""
+    where = rooted(root, config_path)
+    if config_path.endswith(K3S_TEMPLATE_SUFFIX) and (data is None or b"{{" in data):
+        generated_path = os.path.join(os.path.dirname(config_path), "config.toml")
+        generated = read_file(rooted(root, generated_path))
+        if generated is None:
+            raise InstallError(
+                f"{rooted(root, generated_path)}: missing; start k3s/RKE2 once so that it writes the "
+                f"config {where} extends, then install"
+            )
+        chain = load_chain(root, generated_path, generated)
+        text = strip_block(data) if data is not None else K3S_BASE.encode()
+        return Source(config_path, text, chain, template=True, preamble="")
+    if data is None:
+        version = version_option or DEFAULT_VERSION
+        chain = [ConfigFile(config_path, b"", {"version": version}, version)]
+        return Source(config_path, b"", chain, template=False, preamble=f"version = {version}\n")
+    chain = load_chain(root, config_path, data)
+    if version_option is not None and version_option != chain[0].version:
+        raise InstallError(
+            f"--containerd-config-version {version_option}: {where} is config version {chain[0].version}"
+        )
+    return Source(config_path, chain[0].data, chain, template=False, preamble="")
+
+
+def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
+    """Decide the handler's tables and the edited bytes of the file they are appended to."""
+    version = source.chain[0].version
+    target, cri = resolve_cri(source.chain)
+    if source.template:
+        target = ConfigFile(source.path, source.text, source.chain[0].document, version)
+    where = rooted(root, target.path)
+    runtimes = runtimes_of(cri, where)
+    if paths.RUNTIME_HANDLER in runtimes:
+        raise InstallError(
+            f"{where}: already defines runtime {paths.RUNTIME_HANDLER!r}, not written by install; "
+            "remove it first"
+        )
+    base_name, base = resolve_base_runtime(cri, version, where)
+    prefix = ("plugins", CRI_PLUGIN[version], "containerd", "runtimes")
+    tables: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+    if not runtimes:
+        tables.append(((*prefix, DEFAULT_RUNTIME), copy.deepcopy(BUILTIN_RUNC[version])))
+    tables.append(((*prefix, paths.RUNTIME_HANDLER), build_handler_table(base, paths.RUNTIME_WRAPPER)))
+    block = build_block(tuple(tables), base_name, source.preamble)
+    edited = append_block(target.data, block)
+    if source.template:
+        # What k3s renders: the generated config in place of {{ template "base" . }}, then our block.
+        check_edit(where, append_block(source.chain[0].data, block), source.chain[0].document, tuple(tables))
+    else:
+        check_edit(where, edited, target.document, tuple(tables))
+    notes = []
+    disabled = disabled_cri(source.chain)
+    if disabled is not None:
+        notes.append(
+            f"warning: {rooted(root, disabled)} lists the CRI plugin in disabled_plugins: Kubernetes cannot "
+            f"use this containerd, and handler {paths.RUNTIME_HANDLER!r} serves only CRI "
+            "(ctr run --runc-binary still works)"
+        )
+    return edited, Handler(target.path, tuple(tables), base_name, real_runtime(base), tuple(notes))
+
+
+def check_edit(where: str, edited: bytes, before: dict[str, Any], tables: Tables) -> None:
+    """Read the edited text back: it must be the file as it was plus exactly our tables."""
     import tomllib
 
     try:
-        imports = tomllib.loads(main_config).get("imports", [])
-    except tomllib.TOMLDecodeError:
-        return False
-    dropin = paths.CONTAINERD_DROPIN_DIR + "/" + paths.CONTAINERD_DROPIN_NAME
-    return isinstance(imports, list) and any(
-        isinstance(pattern, str) and fnmatch.fnmatchcase(dropin, pattern) for pattern in imports
-    )
+        after = tomllib.loads(edited.decode("utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise InstallError(
+            f"{where}: cannot add runtime {paths.RUNTIME_HANDLER!r} by appending tables ({err}); "
+            "add it by hand"
+        ) from None
+    if after != expected_document(before, tables):
+        raise InstallError(
+            f"{where}: appending runtime {paths.RUNTIME_HANDLER!r} would change other settings; "
+            "add it by hand"
+        )
+
+
+def config_mode(where: str) -> int:
+    """The mode the edited config keeps (0644 for a new one)."""
+    try:
+        return stat.S_IMODE(os.stat(where).st_mode)
+    except FileNotFoundError:
+        return CONFIG_MODE
 
 
 def plan(options: InstallOptions) -> EnginePlan:
-    """Return the drop-in for the node's main config, and what the user must do next."""
-    main_config_bytes = read_file(rooted(options.root, paths.CONTAINERD_CONFIG))
-    main_config = main_config_bytes.decode("utf-8", "replace") if main_config_bytes is not None else None
-    version = options.containerd_config_version or resolve_containerd_version(
-        main_config, rooted(options.root, paths.CONTAINERD_CONFIG)
+    """Return the containerd config with the handler appended, and what the user must do next."""
+    config_path = options.containerd_config
+    if not os.path.isabs(config_path):
+        raise InstallError(f"--containerd-config {config_path}: must be an absolute path")
+    data = read_file(rooted(options.root, config_path))
+    source = load_source(options.root, config_path, data, options.containerd_config_version)
+    edited, handler = plan_handler(options.root, source)
+    where = rooted(options.root, handler.target)
+    file = PlannedFile(handler.target, edited, config_mode(where), CONTAINERD_MERGE)
+    if config_path.endswith(K3S_TEMPLATE_SUFFIX):
+        restart = "k3s/RKE2 (it renders the template into config.toml and restarts containerd)"
+    else:
+        restart = "containerd (systemctl restart containerd)"
+    restart_note = (
+        f"next: restart {restart} to load the runtime handler {paths.RUNTIME_HANDLER} (added to {where}, "
+        f"with the options of runtime {handler.base}); pods select it with a RuntimeClass whose handler "
+        f"is {paths.RUNTIME_HANDLER}"
     )
-    path = os.path.join(paths.CONTAINERD_DROPIN_DIR, paths.CONTAINERD_DROPIN_NAME)
-    notes = []
-    if not containerd_imports_dropin(main_config):
-        notes.append(
-            f"next: add this line at the top of {paths.CONTAINERD_CONFIG} (containerd reads drop-ins "
-            f"only through it): imports = [{toml_string(CONTAINERD_IMPORT)}]"
-        )
-    notes.append(
-        f"next: restart containerd (systemctl restart containerd) to load the runtime handler "
-        f"{paths.RUNTIME_HANDLER!r} (config version {version}); pods select it with a RuntimeClass "
-        f"whose handler is {paths.RUNTIME_HANDLER!r}"
-    )
-    return EnginePlan((PlannedFile(path, build_containerd_dropin(version), CONFIG_MODE),), tuple(notes))
+    return EnginePlan((file,), (*handler.notes, restart_note), handler.binary)

@@ -31,6 +31,7 @@ from hook.install.common import (
     InstallOptions,
     Plan,
     dump_json,
+    engine_config_kind,
     read_file,
     rooted,
 )
@@ -54,6 +55,7 @@ PLANNERS: dict[str, Callable[[InstallOptions], EnginePlan]] = {
 # How uninstall takes our part out of a file it merged into (instead of restoring the bytes it replaced).
 UNMERGERS: dict[str, Callable[[bytes, bytes | None, str], bytes | None]] = {
     docker.DOCKER_MERGE: docker.unmerge_daemon_json,
+    containerd.CONTAINERD_MERGE: containerd.unmerge_config,
 }
 
 
@@ -71,6 +73,12 @@ def build_plan(options: InstallOptions) -> Plan:
             raise InstallError(f"--config {options.config}: must be an absolute path")
         if not os.path.isfile(rooted(root, options.config)):
             raise InstallError(f"--config {options.config}: no file at {rooted(root, options.config)}")
+        kind = engine_config_kind(read_file(rooted(root, options.config)) or b"")
+        if kind is not None:
+            raise InstallError(
+                f"--config {options.config}: is {kind} config, not gpu-env-hook's config.toml (NVIDIA's "
+                "format); install finds the engine's config itself (containerd: --containerd-config)"
+            )
     notes = wrappers.check_python(options)
     files, wrapper_notes = wrappers.plan(options)
     engine_plan = PLANNERS[engine](options)

@@ -1,6 +1,6 @@
 """Run a real containerd (Debian's 1.6) against a node tree, and take it down again, even on failure.
 
-``Containerd(node, workdir)`` starts ``containerd --config /etc/containerd/config.toml`` inside a private
+``Containerd(node, workdir)`` starts ``containerd`` (its config: ``/etc/containerd/config.toml``) inside a private
 mount namespace (``unshare --mount``) where the node tree's ``etc/containerd``, ``usr/local`` (and
 ``opt/gpu-env-hook`` when there is one) are bind-mounted over the real paths, so the daemon reads exactly
 what ``install --root NODE`` wrote, at the node paths written into it, and nothing on the host changes. Its
@@ -76,10 +76,21 @@ def namespace_argv(node: Path, workdir: Path, argv: list[str]) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script), "sh", *argv]
 
 
+def config_flag(config: str) -> list[str]:
+    """``--config CONFIG``, or nothing for the default path: as on a node, containerd then runs with its
+    defaults when the file is missing (an explicit ``--config`` to a missing file is an error)."""
+    return [] if config == NODE_CONFIG else ["--config", config]
+
+
 def config_dump(node: Path, workdir: Path, config: str = NODE_CONFIG) -> dict[str, Any]:
-    """Return ``containerd --config CONFIG config dump`` as seen on the node, parsed."""
+    """Return ``containerd config dump`` (the merged config containerd would run with) as seen on the node,
+    parsed. With no file at the default path containerd runs with its defaults, and ``config dump`` refuses
+    to run: ``config default`` is what it would run with then."""
+    command = ["config", "dump"]
+    if config == NODE_CONFIG and not (node / config.lstrip("/")).exists():
+        command = ["config", "default"]
     proc = subprocess.run(
-        namespace_argv(node, workdir, [CONTAINERD, "--config", config, "config", "dump"]),
+        namespace_argv(node, workdir, [CONTAINERD, *config_flag(config), *command]),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -87,7 +98,9 @@ def config_dump(node: Path, workdir: Path, config: str = NODE_CONFIG) -> dict[st
         check=False,
     )
     if proc.returncode != 0:
-        raise ContainerdError(f"containerd config dump failed ({proc.returncode}): {proc.stderr.strip()}")
+        raise ContainerdError(
+            f"containerd {' '.join(command)} failed ({proc.returncode}): {proc.stderr.strip()}"
+        )
     dumped: dict[str, Any] = tomllib.loads(proc.stdout)
     return dumped
 
@@ -109,8 +122,7 @@ class Containerd:
             (self.workdir / name).mkdir(parents=True, exist_ok=True)
         argv = [
             CONTAINERD,
-            "--config",
-            self.config,
+            *config_flag(self.config),
             "--root",
             str(self.workdir / "root"),
             "--state",

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
-from containerd import CONTAINERD_IMAGE, running, write_image_archive
+from containerd import CONTAINERD_IMAGE, ContainerdError, config_dump, running, write_image_archive
 from cri import CriClient, run_in_pod
+from runc_hooks import STANDIN_CLI, load_record
+
+from hook import paths
 
 pytestmark = [
     pytest.mark.integration,
@@ -69,3 +76,262 @@ def test_fixture_runs_a_pod_through_cri_and_leaves_no_shim(
         assert (status.exit_code, status.reason) == (0, "Completed")
         assert "FROM_CRI=yes" in stdout
     assert daemon.shim_pids() == []
+
+
+# --- node shapes: containerd's own verdict on what install wrote --------------------------------------------
+
+HANDLER = paths.RUNTIME_HANDLER
+CONFIG = "/usr/local/etc/gpu-env-hook/config.toml"  # a node path inside the bind-mounted /usr/local
+PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
+DEBIAN_CONFIG = Path("/etc/containerd/config.toml")
+KUBEADM = f"""\
+# kubeadm-style: containerd config default, then SystemdCgroup and a private registry's pause image
+version = 2
+root = "/var/lib/containerd"
+
+[plugins]
+  [plugins."{CRI}"]
+    sandbox_image = "registry.example.com/pause:3.9"
+    [plugins."{CRI}".containerd]
+      default_runtime_name = "runc"
+      [plugins."{CRI}".containerd.runtimes]
+        [plugins."{CRI}".containerd.runtimes.runc]
+          runtime_type = "io.containerd.runc.v2"
+          [plugins."{CRI}".containerd.runtimes.runc.options]
+            SystemdCgroup = true
+"""
+IMPORTS_MAIN = f"""\
+version = 2
+imports = ["/etc/containerd/conf.d/*.toml"]
+
+[plugins."{CRI}"]
+  sandbox_image = "registry.example.com/pause:main"
+"""
+# containerd 1.x replaces the main config's CRI table with this one: install must add the handler here.
+IMPORTS_DROPIN_CRI = f"""\
+version = 2
+[plugins."{CRI}"]
+  sandbox_image = "registry.example.com/pause:dropin"
+  [plugins."{CRI}".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."{CRI}".containerd.runtimes.runc.options]
+      SystemdCgroup = true
+"""
+IMPORTS_DROPIN_DEBUG = 'version = 2\n[debug]\n  level = "warn"\n'
+NVIDIA_DEFAULT = f"""\
+version = 2
+[plugins."{CRI}"]
+  sandbox_image = "registry.example.com/pause:3.9"
+  [plugins."{CRI}".containerd]
+    default_runtime_name = "nvidia"
+    [plugins."{CRI}".containerd.runtimes.nvidia]
+      runtime_type = "io.containerd.runc.v2"
+      privileged_without_host_devices = false
+      [plugins."{CRI}".containerd.runtimes.nvidia.options]
+        BinaryName = "/usr/bin/nvidia-container-runtime"
+        SystemdCgroup = true
+    [plugins."{CRI}".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."{CRI}".containerd.runtimes.runc.options]
+        SystemdCgroup = true
+"""
+VERSION_1 = """\
+# no version key: containerd reads it as version 1 (plugins by short name)
+[plugins.cri]
+  sandbox_image = "registry.example.com/pause:v1"
+  [plugins.cri.containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins.cri.containerd.runtimes.runc.options]
+      SystemdCgroup = true
+"""
+
+
+def gpu_env_hook(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``gpu-env-hook ARGS`` from the project's interpreter."""
+    return subprocess.run(
+        [PYTHON, "-I", "-m", "hook", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def write_node(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Write a node tree: node path → content."""
+    root.mkdir(parents=True, exist_ok=True)
+    for path, content in files.items():
+        where = root / path.lstrip("/")
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_bytes(content.encode() if isinstance(content, str) else content)
+    return root
+
+
+def tree_bytes(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its bytes (None for a directory)."""
+    return {
+        str(path.relative_to(root)): (None if path.is_dir() else path.read_bytes())
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def differences(before: Any, after: Any, where: str = "") -> list[str]:
+    """The dotted paths at which two parsed configs differ (``imports``, the files loaded, in any order:
+    containerd lists them from a map)."""
+    if where == "imports" and isinstance(before, list) and isinstance(after, list):
+        return [] if sorted(before) == sorted(after) else [where]
+    if isinstance(before, dict) and isinstance(after, dict):
+        found = []
+        for key in sorted(set(before) | set(after)):
+            found += differences(before.get(key), after.get(key), f"{where}.{key}" if where else key)
+        return found
+    return [] if before == after else [where]
+
+
+def runtimes(dump: dict[str, Any]) -> dict[str, Any]:
+    """The CRI runtimes of a ``config dump``."""
+    found: dict[str, Any] = dump["plugins"][CRI]["containerd"]["runtimes"]
+    return found
+
+
+SHAPES = [
+    pytest.param({"/etc/containerd/config.toml": KUBEADM}, "runc", id="kubeadm-v2-systemd-cgroup"),
+    pytest.param(
+        {
+            "/etc/containerd/config.toml": IMPORTS_MAIN,
+            "/etc/containerd/conf.d/10-debug.toml": IMPORTS_DROPIN_DEBUG,
+            "/etc/containerd/conf.d/20-cri.toml": IMPORTS_DROPIN_CRI,
+        },
+        "runc",
+        id="imports-already-present",
+    ),
+    pytest.param({"/etc/containerd/config.toml": NVIDIA_DEFAULT}, "nvidia", id="nvidia-default-runtime"),
+    pytest.param({"/etc/containerd/config.toml": VERSION_1}, "runc", id="version-1-without-version"),
+    pytest.param({"/etc/containerd/config.toml": "debian"}, "runc", id="debian-shipped-config"),
+    pytest.param({}, "runc", id="no-config-file"),
+]
+
+
+@pytest.mark.parametrize(("files", "base"), SHAPES)
+def test_config_dump_shows_the_handler_and_every_earlier_setting(
+    tmp_path: Path, files: dict[str, str], base: str
+) -> None:
+    """config dump + CRI plugin status: after install the merged config has our handler (BinaryName = the
+    runtime wrapper, the base runtime's options, SystemdCgroup and all) and differs in nothing else; the
+    daemon loads its CRI plugin; uninstall restores every byte."""
+    if files.get("/etc/containerd/config.toml") == "debian":
+        if not DEBIAN_CONFIG.is_file():
+            pytest.skip("Debian's containerd package config is not installed")
+        files = {"/etc/containerd/config.toml": DEBIAN_CONFIG.read_bytes().decode()}
+    node = write_node(tmp_path / "node", files)
+    original = tree_bytes(node)
+    before = config_dump(node, tmp_path / "dump")
+    proc = gpu_env_hook("install", "--engine", "containerd", "--root", str(node), "--python", PYTHON)
+    assert proc.returncode == 0, proc.stderr
+    after = config_dump(node, tmp_path / "dump")
+    changed = [f"plugins.{CRI}.containerd.runtimes.{HANDLER}"]
+    if not files:  # config default (no file) lists no imports; config dump lists the file install wrote
+        changed.insert(0, "imports")
+    assert differences(before, after) == changed
+    handler = runtimes(after)[HANDLER]
+    expected_options = {**runtimes(before)[base]["options"], "BinaryName": paths.RUNTIME_WRAPPER}
+    assert handler["options"] == expected_options
+    assert handler["runtime_type"] == "io.containerd.runc.v2"
+    with running(node, tmp_path / "daemon") as daemon:
+        assert daemon.plugin_status("cri") == {"io.containerd.grpc.v1": "ok"}, daemon.log()
+    proc = gpu_env_hook("uninstall", "--engine", "containerd", "--root", str(node))
+    assert proc.returncode == 0, proc.stderr
+    assert tree_bytes(node) == original
+
+
+def test_imports_edit_goes_to_the_file_whose_cri_table_containerd_uses(tmp_path: Path) -> None:
+    """config dump: with a drop-in holding the CRI table (containerd 1.x uses it whole), the handler is
+    appended to that drop-in and the main config keeps its bytes."""
+    node = write_node(
+        tmp_path / "node",
+        {
+            "/etc/containerd/config.toml": IMPORTS_MAIN,
+            "/etc/containerd/conf.d/20-cri.toml": IMPORTS_DROPIN_CRI,
+        },
+    )
+    proc = gpu_env_hook("install", "--engine", "containerd", "--root", str(node), "--python", PYTHON)
+    assert proc.returncode == 0, proc.stderr
+    assert (node / "etc/containerd/config.toml").read_text() == IMPORTS_MAIN
+    dropin = (node / "etc/containerd/conf.d/20-cri.toml").read_text()
+    assert dropin.startswith(IMPORTS_DROPIN_CRI + "\n# gpu-env-hook: begin")
+    after = config_dump(node, tmp_path / "dump")
+    assert after["plugins"][CRI]["sandbox_image"] == "registry.example.com/pause:dropin"
+    assert runtimes(after)[HANDLER]["options"]["SystemdCgroup"] is True
+
+
+def test_containerd_refuses_what_install_refuses(tmp_path: Path) -> None:
+    """config dump: a version-2 drop-in under a version-1 main config is one containerd cannot load either;
+    install refuses it in one line and writes nothing."""
+    node = write_node(
+        tmp_path / "node",
+        {
+            "/etc/containerd/config.toml": 'imports = ["/etc/containerd/conf.d/*.toml"]\n' + VERSION_1,
+            "/etc/containerd/conf.d/gpu.toml": IMPORTS_DROPIN_DEBUG,
+        },
+    )
+    original = tree_bytes(node)
+    with pytest.raises(ContainerdError, match="invalid plugin key URI"):
+        config_dump(node, tmp_path / "dump")
+    proc = gpu_env_hook("install", "--engine", "containerd", "--root", str(node), "--python", PYTHON)
+    dropin = node / "etc/containerd/conf.d/gpu.toml"
+    assert proc.returncode != 0
+    assert proc.stderr == (
+        f"gpu-env-hook: {dropin}: config version 2 is newer than the main config's (1); containerd refuses "
+        "that; fix it first\n"
+    )
+    assert tree_bytes(node) == original
+
+
+# --- a pod through the handler, as kubelet starts it ------------------------------------------------------
+
+ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=1,2\nUSER_CUSTOM_ENV=hello\n"
+
+
+def test_cri_pod_through_the_handler_gets_the_env_file(
+    tmp_path: Path, containerd_image_archive: Path
+) -> None:
+    """CRI: RunPodSandbox(runtime_handler=gpu-env) / CreateContainer / StartContainer on a real containerd
+    after install: the container's process sees the env file's variables, the cli gets the file's devices;
+    the pod stops and is removed; uninstall restores the config's bytes."""
+    record = tmp_path / "cli-record.json"
+    env_file = tmp_path / "nvidia-env" / "pod-a.env"
+    env_file.parent.mkdir()
+    env_file.write_text(ENV_FILE)
+    env_file.chmod(0o644)
+    hook_config = (
+        "[nvidia-container-cli]\n"
+        f'path = "{STANDIN_CLI}"\n'
+        f'environment = ["STANDIN_RECORD={record}"]\n'
+        "[env-file]\n"
+        f'directories = ["{env_file.parent}"]\n'
+    )
+    node = write_node(
+        tmp_path / "node", {"/etc/containerd/config.toml": CRI_TEST_CONFIG, CONFIG: hook_config}
+    )
+    proc = gpu_env_hook(
+        "install", "--engine", "containerd", "--root", str(node), "--python", PYTHON, "--config", CONFIG
+    )
+    assert proc.returncode == 0, proc.stderr
+    with running(node, tmp_path / "daemon") as daemon:
+        daemon.import_image(containerd_image_archive)
+        client = CriClient(daemon.address)
+        try:
+            status, stdout = run_in_pod(
+                client,
+                workdir=tmp_path,
+                handler=HANDLER,
+                image=CONTAINERD_IMAGE,
+                command=["/bin/env"],
+                env={"NVIDIA_ENV_FROM_FILE": str(env_file)},
+            )
+        finally:
+            client.close()
+        assert (status.exit_code, status.reason) == (0, "Completed"), daemon.log()
+    assert "NVIDIA_VISIBLE_DEVICES=1,2" in stdout
+    assert "USER_CUSTOM_ENV=hello" in stdout
+    found = load_record(record)
+    assert found is not None, "the hook did not run nvidia-container-cli"
+    assert "--device=1,2" in found["argv"]
+    assert gpu_env_hook("uninstall", "--engine", "containerd", "--root", str(node)).returncode == 0
+    assert (node / "etc/containerd/config.toml").read_text() == CRI_TEST_CONFIG

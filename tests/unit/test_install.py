@@ -20,13 +20,10 @@ from hook.install import (
     RUNTIME_KEEP_ENV,
     InstallError,
     InstallOptions,
-    build_containerd_dropin,
     build_crio_dropin,
     build_hook_json,
     build_wrapper,
-    containerd_imports_dropin,
     merge_daemon_json,
-    resolve_containerd_version,
     rooted,
     unmerge_daemon_json,
     write_install,
@@ -38,7 +35,6 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 OTHER_DAEMON_JSON = b'{\n  "log-driver": "json-file",\n  "runtimes": {"other": {"path": "/opt/other"}}\n}\n'
 CONTAINERD_V2 = b'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:3.9"\n'
-CONTAINERD_V3_IMPORTS = b'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
 
 Snapshot = dict[str, tuple[Any, ...]]
 
@@ -135,8 +131,8 @@ def install(node: Path) -> Install:
         pytest.param(
             "containerd",
             {},
-            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, "/etc/containerd/conf.d/gpu-env-hook.toml"},
-            id="containerd-dropin",
+            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, paths.CONTAINERD_CONFIG},
+            id="containerd-main-config",
         ),
         pytest.param(
             "docker",
@@ -184,94 +180,7 @@ def test_wrappers_are_executable_and_hook_json_is_not(node: Path, install: Insta
     assert (node / "var/lib/gpu-env-hook/install-podman.json").stat().st_mode & 0o7777 == 0o600
 
 
-# --- containerd, CRI-O, Docker outputs -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("version", "table"),
-    [
-        pytest.param(2, ("io.containerd.grpc.v1.cri", "containerd", "runtimes"), id="version-2"),
-        pytest.param(3, ("io.containerd.cri.v1.runtime", "containerd", "runtimes"), id="version-3"),
-    ],
-)
-def test_containerd_dropin_registers_the_runtime(version: int, table: tuple[str, ...]) -> None:
-    """The drop-in parses as TOML of its version and names the runtime wrapper under the handler."""
-    document = tomllib.loads(build_containerd_dropin(version).decode())
-    assert document["version"] == version
-    runtimes = document["plugins"]
-    for key in table:
-        runtimes = runtimes[key]
-    assert runtimes == {
-        paths.RUNTIME_HANDLER: {
-            "runtime_type": "io.containerd.runc.v2",
-            "options": {"BinaryName": paths.RUNTIME_WRAPPER},
-        }
-    }
-
-
-@pytest.mark.parametrize(
-    ("main_config", "expected"),
-    [
-        pytest.param(None, 2, id="no-main-config"),
-        pytest.param("", 2, id="empty-main-config"),
-        pytest.param("version = 2\n", 2, id="version-2"),
-        pytest.param("version = 3\n", 3, id="version-3"),
-        pytest.param("version = 1\n", 2, id="version-1-gets-2"),
-    ],
-)
-def test_containerd_version_follows_the_main_config(main_config: str | None, expected: int) -> None:
-    """The drop-in uses version 3 only when the main config is version 3."""
-    assert resolve_containerd_version(main_config, "/etc/containerd/config.toml") == expected
-
-
-def test_containerd_version_refuses_broken_main_config() -> None:
-    """A main config that is not TOML is named; install does not guess."""
-    with pytest.raises(InstallError, match=r"^/x/config.toml: not valid TOML \(.*\); fix it first$"):
-        resolve_containerd_version("version = = 3", "/x/config.toml")
-
-
-@pytest.mark.parametrize(
-    ("main_config", "expected"),
-    [
-        pytest.param(None, False, id="no-main-config"),
-        pytest.param("version = 2\n", False, id="no-imports"),
-        pytest.param('imports = ["/etc/containerd/conf.d/*.toml"]\n', True, id="glob"),
-        pytest.param('imports = ["/etc/containerd/conf.d/gpu-env-hook.toml"]\n', True, id="exact-file"),
-        pytest.param('imports = ["/etc/containerd/other/*.toml"]\n', False, id="other-dir"),
-        pytest.param("imports = [", False, id="broken-toml"),
-    ],
-)
-def test_containerd_imports_detection(main_config: str | None, expected: bool) -> None:
-    """install says to add the imports line only when the main config does not read the drop-in."""
-    assert containerd_imports_dropin(main_config) is expected
-
-
-@pytest.mark.parametrize(
-    ("main_config", "version", "imports_note"),
-    [
-        pytest.param(CONTAINERD_V2, 2, True, id="v2-without-imports"),
-        pytest.param(CONTAINERD_V3_IMPORTS, 3, False, id="v3-with-imports"),
-    ],
-)
-def test_containerd_install_says_what_to_do_next(
-    node: Path, install: Install, main_config: bytes, version: int, imports_note: bool
-) -> None:
-    """install prints the imports line when needed and the restart; it never edits the main config."""
-    (node / "etc/containerd/config.toml").write_bytes(main_config)
-    lines = install("containerd")
-    dropin = tomllib.loads((node / "etc/containerd/conf.d/gpu-env-hook.toml").read_text())
-    assert dropin["version"] == version
-    assert (node / "etc/containerd/config.toml").read_bytes() == main_config
-    imports = "next: add this line at the top of /etc/containerd/config.toml (containerd reads drop-ins only "
-    imports += 'through it): imports = ["/etc/containerd/conf.d/*.toml"]'
-    assert (imports in lines) is imports_note
-    assert any(line.startswith("next: restart containerd") for line in lines)
-
-
-def test_containerd_version_option_wins(node: Path, install: Install) -> None:
-    """--containerd-config-version overrides what the main config says."""
-    install("containerd", containerd_config_version=3)
-    assert tomllib.loads((node / "etc/containerd/conf.d/gpu-env-hook.toml").read_text())["version"] == 3
+# --- CRI-O, Docker outputs -----------------------------------------------------------------------------
 
 
 def test_crio_dropin_registers_the_runtime() -> None:

@@ -174,10 +174,10 @@ def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
         pytest.param(
             "auto",
             "run/containerd/containerd.sock",
-            "etc/containerd/conf.d/gpu-env-hook.toml",
+            "etc/containerd/config.toml",
             id="auto-containerd",
         ),
-        pytest.param("containerd", None, "etc/containerd/conf.d/gpu-env-hook.toml", id="explicit-containerd"),
+        pytest.param("containerd", None, "etc/containerd/config.toml", id="explicit-containerd"),
     ],
 )
 def test_script_installs_on_start_and_uninstalls_on_sigterm(
