@@ -144,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     except HookError as err:
         sys.stderr.write(f"{err}\n")
         return err.exit_code
+    except OSError as err:  # a system call no stage wrapped: still one line with the path and the reason
+        from hook.errors import describe_os_error
+
+        sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
+        return 1
     except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a bare traceback
         sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
         if debug:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from hook.errors import SpecError, decode_error_reason, json_kind
+from hook.errors import SpecError, decode_error_reason, json_kind, os_error
 
 MAX_SPEC_BYTES = 16 * 1024 * 1024
 
@@ -29,10 +29,14 @@ def load_spec(bundle: str) -> Spec:
     """Read and decode ``<bundle>/config.json``."""
     path = spec_path(bundle)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_SPEC_BYTES + 1)
+        fh = open(path, "rb")  # noqa: SIM115 - an open error and a read error are told apart
     except OSError as err:
         raise SpecError(f"could not open OCI spec: open {path}: {_strerror(err)}") from None
+    with fh:
+        try:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
+        except OSError as err:
+            raise os_error("read OCI spec", path, err) from None
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError(f"could not decode OCI spec: {path} is larger than {MAX_SPEC_BYTES} bytes")
     return Spec(path=path, raw=raw, document=parse_spec(raw))
@@ -143,8 +147,14 @@ def dump_spec(document: dict[str, object]) -> bytes:
 
 
 def write_spec(path: str, document: dict[str, object]) -> None:
-    """Replace config.json atomically: temp file beside it, same mode, fsync, rename, fsync the directory."""
-    write_atomic(path, dump_spec(document))
+    """Replace config.json atomically: temp file beside it, same mode, fsync, rename, fsync the directory.
+
+    A failure (no space, a read-only bundle, an I/O error) leaves config.json as it was and is one line.
+    """
+    try:
+        write_atomic(path, dump_spec(document))
+    except OSError as err:
+        raise os_error("write", path, err) from None
 
 
 def write_atomic(

@@ -78,6 +78,11 @@ def run_cli(args: list[str], *, config: str | None) -> int:
     except HookError as err:
         sys.stderr.write(f"{PROG}: {err}\n")
         return err.exit_code
+    except OSError as err:  # a system call no command wrapped: still one line with the path and the reason
+        from hook.errors import describe_os_error
+
+        sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
+        return 1
     except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
         sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
         return 1

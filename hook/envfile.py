@@ -12,7 +12,7 @@ import stat
 
 from hook import envvars
 from hook.config import is_env_name
-from hook.errors import EnvFileError, escape
+from hook.errors import EnvFileError, escape, os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,24 +84,27 @@ def open_beneath(path: str, directories: tuple[str, ...]) -> int:
         raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
     except OSError as err:
         raise refuse(path, f"cannot open its directory: {_errno_text(err)}") from None
+    where = directory.rstrip("/") or "/"
     try:
         for depth, name in enumerate(components[:-1], start=1):
-            following = _open_component(current, name, path, depth)
+            following = _open_component(current, where, name, path, depth)
             os.close(current)
             current = following
-        return _open_leaf(current, components[-1], path)
+            where = os.path.join(where, name)
+        return _open_leaf(current, where, components[-1], path)
     finally:
         os.close(current)
 
 
-def _open_component(parent: int, name: str, path: str, depth: int) -> int:
-    """Open one directory component below ``parent`` without following a symlink."""
+def _open_component(parent: int, where: str, name: str, path: str, depth: int) -> int:
+    """Open one directory component below ``parent`` (the directory ``where``) without following a
+    symlink."""
     try:
         return os.open(name, _WALK_FLAGS, dir_fd=parent)
     except FileNotFoundError:
         raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
     except OSError as err:
-        kind = _kind_at(parent, name)
+        kind = _kind_at(parent, where, name, path)
         if kind == "a symlink":
             raise refuse(path, f"component {depth} below the env-file directory is a symlink") from None
         if kind is not None and kind != "a directory":
@@ -109,9 +112,9 @@ def _open_component(parent: int, name: str, path: str, depth: int) -> int:
         raise refuse(path, f"cannot open component {depth}: {_errno_text(err)}") from None
 
 
-def _open_leaf(parent: int, name: str, path: str) -> int:
+def _open_leaf(parent: int, where: str, name: str, path: str) -> int:
     """Open the file itself: it must be a regular file, and it is re-checked on the descriptor after."""
-    kind = _kind_at(parent, name)
+    kind = _kind_at(parent, where, name, path)
     if kind is None:
         raise EnvFileMissingError(refuse(path, "does not exist").args[0])
     if kind != "a regular file":
@@ -124,14 +127,20 @@ def _open_leaf(parent: int, name: str, path: str) -> int:
         raise refuse(path, f"cannot open: {_errno_text(err)}") from None
 
 
-def _kind_at(parent: int, name: str) -> str | None:
-    """Name the type of the entry ``name`` below ``parent`` (lstat); None if it does not exist."""
+def _kind_at(parent: int, where: str, name: str, path: str) -> str | None:
+    """Name the type of the entry ``name`` below ``parent`` (lstat); None if it does not exist.
+
+    Looking up a name needs search permission on its directory: without it, the directory is what is
+    reported (``cannot enter directory``), not the entry.
+    """
     try:
         mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
     except FileNotFoundError:
         return None
-    except OSError:
-        return "unreadable"
+    except PermissionError as err:
+        raise refuse(path, f"cannot enter directory {show_path(where)}: {_errno_text(err)}") from None
+    except OSError as err:
+        raise refuse(path, f"cannot inspect: {_errno_text(err)}") from None
     return describe_mode(mode)
 
 
@@ -153,7 +162,10 @@ def describe_mode(mode: int) -> str:
 
 def check_descriptor(fd: int, path: str) -> None:
     """Check the opened file: regular, owned by root, not group/world-writable, exactly one hard link."""
-    info = os.fstat(fd)
+    try:
+        info = os.fstat(fd)
+    except OSError as err:
+        raise os_error("inspect env file", path, err) from None
     if not stat.S_ISREG(info.st_mode):
         raise refuse(path, f"is {describe_mode(info.st_mode)}, not a regular file")
     if info.st_uid != 0:
@@ -169,7 +181,10 @@ def read_bounded(fd: int, limit: int, path: str) -> bytes:
     chunks: list[bytes] = []
     total = 0
     while total <= limit:
-        chunk = os.read(fd, limit + 1 - total)
+        try:
+            chunk = os.read(fd, limit + 1 - total)
+        except OSError as err:
+            raise os_error("read env file", path, err) from None
         if not chunk:
             break
         chunks.append(chunk)

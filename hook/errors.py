@@ -96,6 +96,45 @@ class ExecError(HookError):
     """nvidia-container-cli (or the real runtime) cannot be found or executed."""
 
 
+class SystemCallError(HookError):
+    """The operating system refused an operation on a file (no space, read-only, I/O error, permission).
+
+    ``errno`` is the error number, for a caller that must tell one reason from another.
+    """
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+def os_error(action: str, path: str, err: OSError) -> HookError:
+    """Turn an ``OSError`` into the one line ``could not <action> <path>: <reason>``.
+
+    ``reason`` is the system's own text (``No space left on device``, ``Read-only file system``,
+    ``Input/output error``, ``Permission denied``); the path is shown without control characters.
+    """
+    return SystemCallError(f"could not {action} {escape(path)}: {os_reason(err)}", errno=err.errno)
+
+
+def describe_os_error(err: OSError) -> str:
+    """The last line of defence for an OSError no caller wrapped: the path(s) it names and the reason."""
+    paths = [str(name) for name in (err.filename, err.filename2) if name is not None]
+    if not paths:
+        return f"system error: {os_reason(err)}"
+    return str(os_error("access", " -> ".join(paths), err))
+
+
+def os_reason(err: OSError) -> str:
+    """Return an OSError's reason without the path it may carry (``strerror``, else the errno's text)."""
+    if err.strerror:
+        return err.strerror
+    if err.errno:
+        import os
+
+        return os.strerror(err.errno)
+    return type(err).__name__
+
+
 def json_kind(value: object) -> str:
     """Name a JSON value's type for a message, never its content."""
     if value is None:

@@ -18,7 +18,7 @@ from hook.bundle import (
     spec_annotations,
 )
 from hook.configfile import find_config_path, load_config_text
-from hook.errors import SpecError
+from hook.errors import SpecError, os_error
 from hook.specenv import merge_spec_env, spec_may_matter
 
 TYPE_CHECKING = False
@@ -47,7 +47,10 @@ def resolve_precreate(raw: bytes, config_text: str | None, *, source: str | None
 
 def load_proposed_spec(stdin: BinaryIO) -> bytes:
     """Read the proposed config.json from stdin, refusing more than ``MAX_SPEC_BYTES``."""
-    raw = stdin.read(MAX_SPEC_BYTES + 1)
+    try:
+        raw = stdin.read(MAX_SPEC_BYTES + 1)
+    except OSError as err:
+        raise os_error("read the proposed spec from", "stdin", err) from None
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError(f"could not decode OCI spec: stdin holds more than {MAX_SPEC_BYTES} bytes")
     return raw
@@ -61,6 +64,9 @@ def run_precreate(
     config_text = load_config_text(config_path, required=required)
     raw = load_proposed_spec(stdin)
     result = resolve_precreate(raw, config_text, source=config_path if config_text is not None else None)
-    stdout.write(result)
-    stdout.flush()
+    try:
+        stdout.write(result)
+        stdout.flush()
+    except OSError as err:
+        raise os_error("write the spec to", "stdout", err) from None
     return 0

@@ -27,7 +27,7 @@ from hook.envfile import (
     resolve_binding,
     split_beneath,
 )
-from hook.errors import EnvFileError, UsageError
+from hook.errors import EnvFileError, HookError, UsageError, os_error
 
 HASH_HEX_CHARS = 16
 SUFFIX = ".env"
@@ -147,7 +147,7 @@ def write_env_file(
     try:
         write_atomic(path, data, mode=FILE_MODE, owner=owner)
     except OSError as err:
-        raise refuse(path, f"cannot write: {err.strerror or type(err).__name__}") from None
+        raise os_error("write env file", path, err) from None
 
 
 # --- the checker -----------------------------------------------------------------------------------------
@@ -210,10 +210,10 @@ def check_env_file(
     steps.append(CheckStep("location", ok=True, detail=f"inside {directory}, no '.' or '..'"))
     try:
         data = load_env_file_bytes(path, settings)
-    except EnvFileError as err:
+        info = _lstat(path)
+    except HookError as err:  # a refusal, or the system's (an I/O error): one line either way
         steps.append(CheckStep("file", ok=False, detail=str(err)))
         return report()
-    info = os.stat(path, follow_symlinks=False)
     steps.append(
         CheckStep(
             "file",
@@ -236,6 +236,14 @@ def check_env_file(
     steps.append(CheckStep("content", ok=True, detail=f"{len(values)} variable(s): {names}"))
     steps.append(_binding_step(reserved, path, settings, pod_uid=pod_uid, container=container))
     return report()
+
+
+def _lstat(path: str) -> os.stat_result:
+    """Return the file's own status (the checker reports its mode and links), or the one-line error."""
+    try:
+        return os.stat(path, follow_symlinks=False)
+    except OSError as err:
+        raise os_error("inspect env file", path, err) from None
 
 
 def _binding_step(

@@ -340,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     except HookError as err:
         report(invocation, str(err))
         return err.exit_code
+    except OSError as err:  # a system call no step wrapped: still one line with the path and the reason
+        from hook.errors import describe_os_error
+
+        report(invocation, describe_os_error(err))
+        return 1
     except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a bare traceback
         report(invocation, f"internal error: {type(err).__name__}")
         return 1

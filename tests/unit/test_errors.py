@@ -1,12 +1,24 @@
-"""hook.errors: escape() renders tenant text safely, and every HookError is one safe line whatever it holds."""
+"""hook.errors: escape() renders tenant text safely, every HookError is one safe line whatever it holds, and
+an OSError becomes one line with the action, the path and the reason."""
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 
 import pytest
 
-from hook.errors import LINE_LIMIT, EnvFileError, HookError, RequestError, escape
+from hook.errors import (
+    LINE_LIMIT,
+    EnvFileError,
+    HookError,
+    RequestError,
+    SystemCallError,
+    describe_os_error,
+    escape,
+    os_error,
+)
 
 
 @pytest.mark.parametrize(
@@ -66,3 +78,83 @@ def test_hook_error_str_is_one_safe_line(error: HookError) -> None:
 def test_hook_error_str_is_bounded() -> None:
     """A whole message is bounded too."""
     assert re.fullmatch(rf"^x{{{LINE_LIMIT}}}\.\.\.$", str(HookError("x" * (LINE_LIMIT * 2))))
+
+
+@pytest.mark.parametrize(
+    ("action", "path", "err", "line"),
+    [
+        pytest.param(
+            "write",
+            "/b/config.json",
+            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/b/.config.json.1.ab.tmp"),
+            "could not write /b/config.json: No space left on device",
+            id="enospc-temp-name-not-shown",
+        ),
+        pytest.param(
+            "write",
+            "/b/config.json",
+            OSError(errno.EROFS, os.strerror(errno.EROFS)),
+            "could not write /b/config.json: Read-only file system",
+            id="read-only",
+        ),
+        pytest.param(
+            "read env file",
+            "/run/nvidia-env/a.env",
+            OSError(errno.EIO, os.strerror(errno.EIO)),
+            "could not read env file /run/nvidia-env/a.env: Input/output error",
+            id="eio",
+        ),
+        pytest.param(
+            "read env file",
+            "/run/nvidia-env/a\nb\x1b.env",
+            PermissionError(errno.EACCES, os.strerror(errno.EACCES)),
+            "could not read env file /run/nvidia-env/a\\nb\\x1b.env: Permission denied",
+            id="control-characters-escaped",
+        ),
+        pytest.param(
+            "read",
+            "/x",
+            OSError(errno.EIO, ""),
+            "could not read /x: Input/output error",
+            id="no-strerror-uses-errno-text",
+        ),
+        pytest.param("read", "/x", OSError(), "could not read /x: OSError", id="no-errno"),
+    ],
+)
+def test_os_error_is_one_line(action: str, path: str, err: OSError, line: str) -> None:
+    """The action, the path (control characters escaped) and the system's reason, on one line."""
+    result = os_error(action, path, err)
+    assert isinstance(result, SystemCallError)
+    assert str(result) == line
+    assert result.errno == err.errno
+    assert result.exit_code == 1
+
+
+def test_os_error_bounds_the_path() -> None:
+    """A very long path is cut, so a message stays one readable line."""
+    assert str(os_error("read", "/" + "a" * 1000, OSError(errno.EIO, "Input/output error"))) == (
+        f"could not read /{'a' * 255}...: Input/output error"
+    )
+
+
+@pytest.mark.parametrize(
+    ("err", "line"),
+    [
+        pytest.param(
+            OSError(errno.ENOSPC, "No space left on device", "/b/f"),
+            "could not access /b/f: No space left on device",
+            id="one-path",
+        ),
+        pytest.param(
+            OSError(errno.EXDEV, "Invalid cross-device link", "/a", None, "/b"),
+            "could not access /a -> /b: Invalid cross-device link",
+            id="two-paths",
+        ),
+        pytest.param(
+            OSError(errno.EIO, "Input/output error"), "system error: Input/output error", id="no-path"
+        ),
+    ],
+)
+def test_describe_os_error(err: OSError, line: str) -> None:
+    """The entry points' last line of defence still names the path and the reason."""
+    assert describe_os_error(err) == line
