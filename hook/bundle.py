@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 
 from hook.errors import SpecError, decode_error_reason, json_kind, os_error
 
@@ -163,18 +164,23 @@ def write_atomic(
     """Write ``data`` to ``path`` so a reader sees the old or the new file, never a mix.
 
     The mode is kept from the file replaced (or ``mode``, else 0o644); ``owner`` is a (uid, gid) to give
-    the file before it appears; the temp file goes on failure.
+    the file before it appears; the temp file goes on failure. The temp file is locked (``lockf``) from
+    just after its creation until it is renamed, which tells a later writer that it is live; the temp
+    files a killed writer left for this same path are removed first (``remove_stale_temps``).
     """
     directory = os.path.dirname(path) or "."
+    name = os.path.basename(path)
+    remove_stale_temps(directory, name)
     if mode is None:
         try:
             mode = os.stat(path).st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o644
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         try:
+            _lock(fd)
             if owner is not None:
                 os.fchown(fd, *owner)
             os.fchmod(fd, mode)
@@ -182,9 +188,9 @@ def write_atomic(
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
+            os.replace(tmp, path)
         finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            os.close(fd)  # releases the lock, after the rename
     except BaseException:
         import contextlib  # only on failure: contextlib pulls in collections and functools (~5 ms)
 
@@ -196,6 +202,98 @@ def write_atomic(
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+# --- temp files a killed writer left behind ---------------------------------------------------------------
+
+TEMP_SUFFIX = ".tmp"
+# A temp file whose writer's pid is alive here is kept this long even when unlocked (the instant between
+# its creation and its lock, or a writer on a file system without locks).
+STALE_AFTER_SECONDS = 600
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def parse_temp_name(entry: str, name: str) -> int | None:
+    """Return the writer's pid if ``entry`` is exactly ``.<name>.<pid>.<8 hex digits>.tmp``, else None."""
+    prefix = f".{name}."
+    if not (entry.startswith(prefix) and entry.endswith(TEMP_SUFFIX)):
+        return None
+    pid_text, dot, hex_text = entry[len(prefix) : -len(TEMP_SUFFIX)].partition(".")
+    if not (dot and pid_text.isascii() and pid_text.isdigit() and not pid_text.startswith("0")):
+        return None
+    if len(hex_text) != 8 or not _HEX_DIGITS.issuperset(hex_text):
+        return None
+    return int(pid_text)
+
+
+def remove_stale_temps(directory: str, name: str) -> None:
+    """Remove this path's temp files that no live writer holds; never a name of another shape.
+
+    A temp file goes only if its name is exactly ours for ``name``, nobody holds its lock (a writer holds
+    it from creation to rename; the kernel drops it when the writer dies), and its pid is not alive here
+    or it is older than ``STALE_AFTER_SECONDS``. Best effort: a failure here never stops the write.
+    """
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    candidates = [(entry, pid) for entry in entries if (pid := parse_temp_name(entry, name)) is not None]
+    if not candidates:
+        return
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for entry, pid in candidates:
+            _remove_if_stale(dir_fd, entry, pid)
+    finally:
+        os.close(dir_fd)
+
+
+def _remove_if_stale(dir_fd: int, entry: str, pid: int) -> None:
+    """Unlink ``entry`` if it is a regular file whose lock is free and whose writer is gone."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        fd = os.open(entry, flags, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return
+        try:
+            os.lockf(fd, os.F_TLOCK, 0)
+        except OSError:
+            return  # a live writer holds it
+        import time
+
+        if _pid_alive(pid) and time.time() - info.st_mtime < STALE_AFTER_SECONDS:
+            return
+        os.unlink(entry, dir_fd=dir_fd)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Tell whether a process with this pid exists in our pid namespace."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True
+
+
+def _lock(fd: int) -> None:
+    """Lock the temp file for as long as it is open; a file system without locks only loses the hint."""
+    try:
+        os.lockf(fd, os.F_TLOCK, 0)
+    except OSError:
+        pass
 
 
 def _strerror(err: OSError) -> str:
