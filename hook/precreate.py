@@ -9,7 +9,6 @@ point prints the one line and exits non-zero) before anything is written, so pod
 from __future__ import annotations
 
 from hook.bundle import (
-    MAX_SPEC_BYTES,
     check_spec,
     dump_spec,
     parse_spec,
@@ -18,7 +17,7 @@ from hook.bundle import (
     spec_annotations,
 )
 from hook.configfile import find_config_path, load_config_text
-from hook.errors import SpecError, os_error
+from hook.errors import os_error
 from hook.specenv import merge_spec_env, spec_may_matter
 
 TYPE_CHECKING = False
@@ -46,14 +45,11 @@ def resolve_precreate(raw: bytes, config_text: str | None, *, source: str | None
 
 
 def load_proposed_spec(stdin: BinaryIO) -> bytes:
-    """Read the proposed config.json from stdin, refusing more than ``MAX_SPEC_BYTES``."""
+    """Read the proposed config.json from stdin, whatever its size (the runtime would run it)."""
     try:
-        raw = stdin.read(MAX_SPEC_BYTES + 1)
+        return stdin.read()
     except OSError as err:
         raise os_error("read the proposed spec from", "stdin", err) from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(f"could not decode OCI spec: stdin holds more than {MAX_SPEC_BYTES} bytes")
-    return raw
 
 
 def run_precreate(

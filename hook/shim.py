@@ -158,17 +158,15 @@ def exec_runtime(path: str, args: list[str]) -> NoReturn:
 
 
 def load_spec_bytes(path: str) -> bytes | None:
-    """Return config.json's bytes, or None when it cannot be opened (the runtime then says why, as runc)."""
-    from hook.bundle import MAX_SPEC_BYTES
+    """Return config.json's bytes, or None when it cannot be read (the runtime then says why, as runc).
 
+    No size bound: the runtime reads any size, so the shim must not refuse what it would run.
+    """
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(MAX_SPEC_BYTES + 1)
+            return fh.read()
     except OSError:
         return None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(f"could not decode OCI spec: {path} is larger than {MAX_SPEC_BYTES} bytes")
-    return raw
 
 
 def is_gpu_hook(entry: object) -> bool:

@@ -9,8 +9,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
 
-MAX_STATE_BYTES = 4 * 1024 * 1024
-
 
 class State:
     """The parts of the OCI state the hook uses."""
@@ -48,8 +46,6 @@ def parse_state(data: bytes) -> State:
 
 
 def load_state(stream: BinaryIO) -> State:
-    """Read the state from a binary stream (the hook's stdin), at most MAX_STATE_BYTES."""
-    data = stream.read(MAX_STATE_BYTES + 1)
-    if len(data) > MAX_STATE_BYTES:
-        raise StateError(f"could not decode container state: larger than {MAX_STATE_BYTES} bytes")
-    return parse_state(data)
+    """Read the state from a binary stream (the hook's stdin), whatever its size: it carries the spec's
+    annotations, and runc runs a spec of any size."""
+    return parse_state(stream.read())

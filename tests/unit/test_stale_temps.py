@@ -53,16 +53,14 @@ def temps(directory: Path) -> list[str]:
 
 
 def dead_pid() -> int:
-    """A pid that no process has now (a child that has exited and been reaped)."""
-    child = subprocess.run(["true"], check=True)  # noqa: S607 - any short-lived process
-    del child
-    pid = os.getpid() + 1
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return pid
-        pid += 1
+    """A pid that no process has now: a child's, once it has exited and been reaped."""
+    with subprocess.Popen(["true"]) as child:
+        child.wait()
+    try:
+        os.kill(child.pid, 0)
+    except ProcessLookupError:
+        return child.pid
+    pytest.fail("the pid of a reaped child is in use again")
 
 
 @pytest.mark.parametrize(
