@@ -79,14 +79,22 @@ def rooted(root: str, path: str) -> str:
 
 
 def read_file(path: str) -> bytes | None:
-    """Return a file's bytes, or None when there is none."""
+    """Return a regular file's bytes, or None when there is none (a FIFO or device is refused, never read).
+
+    For a node path under ``--root`` use ``hook.install.rootfs.NodeRoot.read``: it never leaves the root.
+    """
+    import stat
+
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
         return None
     except OSError as err:
         raise InstallError(f"{path}: cannot read: {err.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InstallError(f"{path}: not a regular file; move it away")
+        return fh.read()
 
 
 def fill_template(name: str, values: dict[str, str]) -> str:

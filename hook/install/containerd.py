@@ -41,9 +41,9 @@ from hook.install.common import (
     InstallError,
     InstallOptions,
     PlannedFile,
-    read_file,
     rooted,
 )
+from hook.install.rootfs import NodeRoot
 
 # The manifest's ``merge`` kind for a containerd config install appended to: uninstall takes the block out.
 CONTAINERD_MERGE = "containerd-handler"
@@ -186,7 +186,7 @@ def load_chain(root: str, main: str, main_data: bytes) -> list[ConfigFile]:
             raise InstallError(
                 f"{where}: imported by the containerd config, but is a directory; fix it first"
             )
-        data = read_file(where)
+        data = NodeRoot(root).read(path)
         if data is None:
             raise InstallError(f"{where}: imported by the containerd config, but missing; fix it first")
         data = strip_block(data)
@@ -389,7 +389,7 @@ def load_source(root: str, config_path: str, data: bytes | None, version_option:
     where = rooted(root, config_path)
     if config_path.endswith(K3S_TEMPLATE_SUFFIX) and (data is None or b"{{" in data):
         generated_path = os.path.join(os.path.dirname(config_path), "config.toml")
-        generated = read_file(rooted(root, generated_path))
+        generated = NodeRoot(root).read(generated_path)
         if generated is None:
             raise InstallError(
                 f"{rooted(root, generated_path)}: missing; start k3s/RKE2 once so that it writes the "
@@ -478,7 +478,7 @@ def plan(options: InstallOptions) -> EnginePlan:
     config_path = options.containerd_config
     if not os.path.isabs(config_path):
         raise InstallError(f"--containerd-config {config_path}: must be an absolute path")
-    data = read_file(rooted(options.root, config_path))
+    data = NodeRoot(options.root).read(config_path)
     source = load_source(options.root, config_path, data, options.containerd_config_version)
     edited, handler = plan_handler(options.root, source)
     where = rooted(options.root, handler.target)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 from typing import Any
 
@@ -15,9 +14,8 @@ from hook.install.common import (
     InstallOptions,
     PlannedFile,
     dump_json,
-    read_file,
-    rooted,
 )
+from hook.install.rootfs import NodeRoot
 
 # The manifest's ``merge`` value for daemon.json: uninstall unmerges it instead of restoring bytes.
 DOCKER_MERGE = "docker-runtime"
@@ -77,9 +75,11 @@ def unmerge_daemon_json(current: bytes, previous: bytes | None, where: str) -> b
 
 def plan(options: InstallOptions) -> EnginePlan:
     """Return daemon.json with our runtime merged in (its mode kept), and what the user must do next."""
-    where = rooted(options.root, paths.DOCKER_DAEMON_JSON)
-    data = merge_daemon_json(read_file(where), where)
-    mode = stat.S_IMODE(os.stat(where).st_mode) if os.path.isfile(where) else CONFIG_MODE
+    node = NodeRoot(options.root)
+    where = node.show(paths.DOCKER_DAEMON_JSON)
+    data = merge_daemon_json(node.read(paths.DOCKER_DAEMON_JSON), where)
+    found = node.stat(paths.DOCKER_DAEMON_JSON)
+    mode = stat.S_IMODE(found.st_mode) if found is not None else CONFIG_MODE
     note = (
         f"next: reload dockerd (systemctl reload docker, or SIGHUP) to load the runtime; then "
         f"`docker run --runtime={paths.RUNTIME_HANDLER} ...`"

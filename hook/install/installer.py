@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 from hook import paths
-from hook.bundle import write_atomic
 from hook.install import containerd, crio, docker, podman, wrappers
 from hook.install.common import (
     ENGINES,
@@ -32,7 +31,6 @@ from hook.install.common import (
     Plan,
     dump_json,
     engine_config_kind,
-    read_file,
     rooted,
 )
 from hook.install.manifest import (
@@ -44,6 +42,7 @@ from hook.install.manifest import (
     missing_directories,
     sha256,
 )
+from hook.install.rootfs import NodeRoot, check_root
 
 # Each engine module's planner: the node's current config in, its files and notes out.
 PLANNERS: dict[str, Callable[[InstallOptions], EnginePlan]] = {
@@ -68,12 +67,14 @@ def build_plan(options: InstallOptions) -> Plan:
         raise InstallError("--precreate: only podman runs precreate hooks; use it with --engine podman")
     if not os.path.isabs(options.hooks_dir):
         raise InstallError(f"--hooks-dir {options.hooks_dir}: must be an absolute path")
+    node = check_root(root)
     if options.config is not None:
         if not os.path.isabs(options.config):
             raise InstallError(f"--config {options.config}: must be an absolute path")
-        if not os.path.isfile(rooted(root, options.config)):
+        found = node.stat(options.config)
+        if found is None or not stat.S_ISREG(found.st_mode):
             raise InstallError(f"--config {options.config}: no file at {rooted(root, options.config)}")
-        kind = engine_config_kind(read_file(rooted(root, options.config)) or b"")
+        kind = engine_config_kind(node.read(options.config) or b"")
         if kind is not None:
             raise InstallError(
                 f"--config {options.config}: is {kind} config, not gpu-env-hook's config.toml (NVIDIA's "
@@ -87,47 +88,27 @@ def build_plan(options: InstallOptions) -> Plan:
 
 def write_directories(root: str, directories: list[str]) -> None:
     """Create the node directories (parents first), 0755 (the state directory 0700)."""
+    node = NodeRoot(root)
     for directory in directories:
-        where = rooted(root, directory)
-        if os.path.isdir(where):
-            continue
-        mode = 0o700 if directory == paths.STATE_DIR else 0o755
-        os.mkdir(where, mode)
-        os.chmod(where, mode)
+        if not node.is_dir(directory):
+            node.mkdir(directory, 0o700 if directory == paths.STATE_DIR else 0o755)
 
 
-def write_previous(where: str, previous: dict[str, Any]) -> None:
+def write_previous(node: NodeRoot, path: str, previous: dict[str, Any]) -> None:
     """Put a recorded file back, atomically: a symlink as a symlink, a file with its mode and owner."""
     if "symlink" in previous:
-        tmp = f"{where}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        os.symlink(previous["symlink"], tmp)
-        try:
-            os.replace(tmp, where)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        node.symlink_atomic(path, previous["symlink"])
         return
     owner = (previous["uid"], previous["gid"]) if os.geteuid() == 0 else None
-    write_atomic(where, base64.b64decode(previous["data"]), mode=previous["mode"], owner=owner)
+    node.write_atomic(path, base64.b64decode(previous["data"]), mode=previous["mode"], owner=owner)
 
 
-def kept_owner(where: str) -> tuple[int, int] | None:
+def kept_owner(node: NodeRoot, path: str) -> tuple[int, int] | None:
     """Return the owner a replaced file keeps (only root can give a file to someone else)."""
     if os.geteuid() != 0:
         return None
-    try:
-        st = os.lstat(where)
-    except FileNotFoundError:
-        return None
-    return (st.st_uid, st.st_gid) if stat.S_ISREG(st.st_mode) else None
-
-
-def remove_file(where: str) -> None:
-    """Remove a file; one that is already gone is fine."""
-    try:
-        os.unlink(where)
-    except FileNotFoundError:
-        return
+    st = node.lstat(path)
+    return (st.st_uid, st.st_gid) if st is not None and stat.S_ISREG(st.st_mode) else None
 
 
 def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str]:
@@ -152,11 +133,11 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
         lines += [f"would undo {rooted(root, entry['path'])} (no longer installed)" for entry in stale]
         return lines
     write_directories(root, created)
-    write_atomic(rooted(root, manifest_at), manifest_data, mode=0o600)
+    node = NodeRoot(root)
+    node.write_atomic(manifest_at, manifest_data, mode=0o600)
     lines = [f"created directory {rooted(root, directory)}" for directory in created]
     for planned in plan.files:
-        where = rooted(root, planned.path)
-        write_atomic(where, planned.data, mode=planned.mode, owner=kept_owner(where))
+        node.write_atomic(planned.path, planned.data, mode=planned.mode, owner=kept_owner(node, planned.path))
         lines.append(f"wrote {rooted(root, planned.path)}")
     for entry in reversed(stale):
         lines += undo_file(entry, root, others)
@@ -169,41 +150,48 @@ def undo_file(
 ) -> list[str]:
     """Take one installed file off again: restore its predecessor, remove it, or leave a changed one."""
     path, previous = entry["path"], entry["previous"]
-    where = rooted(root, path)
+    node = NodeRoot(root)
+    where = node.show(path)
     sharing = [engine for engine, manifest in others.items() if manifest_entry(manifest, path) is not None]
     if sharing:
         return [f"kept {where}: also installed for --engine {', '.join(sharing)}"]
-    try:
-        st = os.lstat(where)
-    except FileNotFoundError:
-        st = None
-    current = read_file(where) if st is not None and stat.S_ISREG(st.st_mode) else None
+    st = node.lstat(path)
+    current = node.read(path, follow=False) if st is not None and stat.S_ISREG(st.st_mode) else None
     verb = "would " if dry_run else ""
     if st is None:
         if previous is None:
             return [f"{where}: already gone"]
         if not dry_run:
-            write_previous(where, previous)
+            write_previous(node, path, previous)
         return [f"{verb}restore {where} (it was gone)"]
     unmerge = UNMERGERS.get(entry["merge"] or "")
     if current is not None and unmerge is not None:
+        link = previous.get("symlink") if previous is not None else None
+        if link is not None:
+            # install replaced a link with the merged file: the link comes back when what it leads to
+            # is what the file holds once our part is out.
+            before = node.read(os.path.join(os.path.dirname(path), link))
+            if before is not None and unmerge(current, before, where) == before:
+                if not dry_run:
+                    write_previous(node, path, previous)
+                return [f"{verb}restore {where}"]
         before = base64.b64decode(previous["data"]) if previous is not None and "data" in previous else None
         data = unmerge(current, before, where)
         if data is None:
             if not dry_run:
-                remove_file(where)
+                node.unlink(path)
             return [f"{verb}remove {where}"]
         if not dry_run:
-            write_atomic(where, data, owner=kept_owner(where))
+            node.write_atomic(path, data, mode=stat.S_IMODE(st.st_mode), owner=kept_owner(node, path))
         return [f"{verb}{'restore' if data == before else 'take our runtime out of'} {where}"]
     if current is None or sha256(current) != entry["sha256"]:
         return [f"left {where}: changed since install; remove it by hand if nothing needs it"]
     if previous is None:
         if not dry_run:
-            remove_file(where)
+            node.unlink(path)
         return [f"{verb}remove {where}"]
     if not dry_run:
-        write_previous(where, previous)
+        write_previous(node, path, previous)
     return [f"{verb}restore {where}"]
 
 
@@ -211,6 +199,7 @@ def write_uninstall(engine: str, root: str = "/", *, dry_run: bool = False) -> l
     """Undo what ``install --engine engine`` wrote under ``root``; return the report."""
     if engine not in ENGINES:
         raise InstallError(f"--engine {engine}: must be one of {', '.join(ENGINES)}")
+    check_root(root)
     manifest = load_manifest(root, engine)
     manifest_at = rooted(root, manifest_path(engine))
     if manifest is None:
@@ -226,15 +215,14 @@ def write_uninstall(engine: str, root: str = "/", *, dry_run: bool = False) -> l
             for directory in reversed(manifest["directories"])
         ]
         return lines
-    remove_file(manifest_at)
+    node = NodeRoot(root)
+    node.unlink(manifest_path(engine))
     lines.append(f"removed {manifest_at}")
     for directory in reversed(manifest["directories"]):
         where = rooted(root, directory)
-        try:
-            os.rmdir(where)
-        except FileNotFoundError:
+        if not node.is_dir(directory):
             continue
-        except OSError:
+        if not node.rmdir(directory):
             if not others:
                 lines.append(f"kept directory {where}: it holds files install did not write")
             continue

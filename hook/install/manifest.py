@@ -15,7 +15,8 @@ import stat
 from typing import Any
 
 from hook import __version__, paths
-from hook.install.common import ENGINES, InstallError, Plan, read_file, rooted
+from hook.install.common import ENGINES, InstallError, Plan, rooted
+from hook.install.rootfs import NodeRoot
 
 MANIFEST_VERSION = 1
 
@@ -28,7 +29,7 @@ def manifest_path(engine: str) -> str:
 def load_manifest(root: str, engine: str) -> dict[str, Any] | None:
     """Return an engine's manifest, or None when that engine is not installed under ``root``."""
     where = rooted(root, manifest_path(engine))
-    data = read_file(where)
+    data = NodeRoot(root).read(manifest_path(engine), follow=False)
     if data is None:
         return None
     from hook.schema import parse_document, validate_document
@@ -66,17 +67,17 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def capture_previous(where: str) -> dict[str, Any] | None:
-    """Record the file at ``where`` so uninstall can put it back (None: there is none)."""
-    try:
-        st = os.lstat(where)
-    except FileNotFoundError:
+def capture_previous(root: str, path: str) -> dict[str, Any] | None:
+    """Record the entry at the node path ``path`` so uninstall can put it back (None: there is none)."""
+    node = NodeRoot(root)
+    st = node.lstat(path)
+    if st is None:
         return None
     if stat.S_ISLNK(st.st_mode):
-        return {"symlink": os.readlink(where)}
+        return {"symlink": node.readlink(path)}
     if not stat.S_ISREG(st.st_mode):
-        raise InstallError(f"{where}: exists and is not a regular file; move it away first")
-    data = read_file(where) or b""
+        raise InstallError(f"{node.show(path)}: exists and is not a regular file; move it away first")
+    data = node.read(path, follow=False) or b""
     return {
         "data": base64.b64encode(data).decode("ascii"),
         "mode": stat.S_IMODE(st.st_mode),
@@ -87,11 +88,18 @@ def capture_previous(where: str) -> dict[str, Any] | None:
 
 def missing_directories(root: str, node_paths: list[str]) -> list[str]:
     """Return the node directories (parents first) that must be created to hold ``node_paths``."""
+    node = NodeRoot(root)
     missing: list[str] = []
     for path in node_paths:
         chain = []
         directory = os.path.dirname(path)
-        while directory not in ("", "/") and not os.path.isdir(rooted(root, directory)):
+        while directory not in ("", "/") and not node.is_dir(directory):
+            found = node.lstat(directory)
+            if found is not None:
+                what = f"a symlink to {node.readlink(directory)}" if stat.S_ISLNK(found.st_mode) else "a file"
+                raise InstallError(
+                    f"{node.show(directory)}: is {what}, not a directory beneath {root}; move it away first"
+                )
             chain.append(directory)
             directory = os.path.dirname(directory)
         missing += [found for found in reversed(chain) if found not in missing]
@@ -122,7 +130,7 @@ def build_manifest(
             previous, recorded = entry["previous"], True
             break
         if not recorded:
-            previous = capture_previous(rooted(root, planned.path))
+            previous = capture_previous(root, planned.path)
         entries.append(
             {
                 "path": planned.path,
