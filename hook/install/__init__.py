@@ -24,7 +24,6 @@ from hook.install.common import (
     rooted,
 )
 from hook.install.containerd import CONTAINERD_MERGE
-from hook.install.crio import build_crio_dropin
 from hook.install.docker import DOCKER_MERGE, merge_daemon_json, unmerge_daemon_json
 from hook.install.installer import build_plan, write_install, write_uninstall
 from hook.install.podman import build_hook_json
@@ -50,7 +49,6 @@ __all__ = [
     "InstallOptions",
     "Plan",
     "PlannedFile",
-    "build_crio_dropin",
     "build_hook_json",
     "build_plan",
     "build_wrapper",

@@ -1,39 +1,186 @@
-"""CRI-O: a crio.conf.d drop-in registering the runtime handler, plus the oci-hooks.d JSON."""
+"""CRI-O: a crio.conf.d drop-in registering the runtime handler, based on CRI-O's default runtime, plus the
+oci-hooks.d JSON.
+
+CRI-O reads ``/etc/crio/crio.conf``, then every file under ``/etc/crio/crio.conf.d`` in lexical order
+(recursively), each decoded over the configuration so far: a scalar a later file sets wins, and each
+``[crio.runtime.runtimes.NAME]`` table a file defines *replaces* that handler whole (other handlers stay).
+So the drop-in holds one complete handler: the default runtime's table as those files leave it
+(``runtime_root``, ``monitor_env``, ``monitor_path``, ``monitor_cgroup``, ``allowed_annotations``,
+``runtime_config_path``, ... — as nvidia-ctk's CRI-O engine copies it), with ``runtime_path`` set to the
+runtime wrapper. ``monitor_env`` (conmon's environment, which conmon hands to the runtime it starts) also
+carries ``GPU_ENV_HOOK_ENGINE=crio``. The runtime the shim then execs is the default runtime's binary
+(crun on many distributions), which ``plan`` returns for the runtime wrapper.
+"""
 
 from __future__ import annotations
 
+import copy
 import os
+from typing import Any, NamedTuple
 
 from hook import __version__, paths
 from hook.install.common import (
     CONFIG_MODE,
     EnginePlan,
+    InstallError,
     InstallOptions,
     PlannedFile,
-    fill_template,
-    toml_key,
-    toml_string,
+    read_file,
+    rooted,
 )
 from hook.install.podman import plan_hooks
 
+CRIO_CONFIG = "/etc/crio/crio.conf"
+ENGINE_ENV = "GPU_ENV_HOOK_ENGINE"
+# CRI-O's own defaults (pkg/config, Linux): the default runtime when no file names one, and the
+# environment conmon gets when a handler sets no monitor_env.
+DEFAULT_RUNTIME = "crun"
+DEFAULT_MONITOR_ENV = [f"PATH={paths.FIXED_PATH}"]
+# Runtime types whose runtime is called with a runc command line (conmon or conmon-rs); "vm" is not.
+OCI_TYPES = ("", "oci", "pod")
+# Keys of a handler that say how CRI-O finds or inherits the runtime: ours are set, not copied.
+NOT_COPIED = ("runtime_path", "inherit_default_runtime", "platform_runtime_paths")
 
-def build_crio_dropin() -> bytes:
-    """Build the crio.conf.d drop-in registering the runtime wrapper as handler RUNTIME_HANDLER."""
-    values = {
-        "VERSION": __version__,
-        "HANDLER": toml_key(paths.RUNTIME_HANDLER),
-        "RUNTIME": toml_string(paths.RUNTIME_WRAPPER),
-    }
-    return fill_template("crio.conf.in", values).encode()
+
+class CrioConfig(NamedTuple):
+    """One file CRI-O reads: its node path and parsed document."""
+
+    path: str
+    document: dict[str, Any]
+
+
+def dropin_path() -> str:
+    """The node path of our drop-in."""
+    return os.path.join(paths.CRIO_DROPIN_DIR, paths.CRIO_DROPIN_NAME)
+
+
+def load_configs(root: str) -> list[CrioConfig]:
+    """Return the files CRI-O reads, in its order (crio.conf, then crio.conf.d walked in lexical order),
+    without our own drop-in; refuse one that is not valid TOML."""
+    import tomllib
+
+    node_paths = [CRIO_CONFIG] if os.path.isfile(rooted(root, CRIO_CONFIG)) else []
+    top = rooted(root, paths.CRIO_DROPIN_DIR)
+    for directory, subdirs, names in os.walk(top):
+        subdirs.sort()
+        for name in sorted(names):
+            node = os.path.join(paths.CRIO_DROPIN_DIR, os.path.relpath(os.path.join(directory, name), top))
+            if node != dropin_path():
+                node_paths.append(node)
+    configs = []
+    for node in node_paths:
+        where = rooted(root, node)
+        data = read_file(where) or b""
+        try:
+            document = tomllib.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise InstallError(f"{where}: not valid TOML ({err}); fix it first") from None
+        configs.append(CrioConfig(node, document))
+    return configs
+
+
+def runtime_section(document: dict[str, Any]) -> dict[str, Any]:
+    """Return a file's ``[crio.runtime]`` table (empty when it has none)."""
+    crio = document.get("crio")
+    section = crio.get("runtime") if isinstance(crio, dict) else None
+    return section if isinstance(section, dict) else {}
+
+
+def merge_configs(configs: list[CrioConfig]) -> tuple[str | None, dict[str, dict[str, Any]]]:
+    """Apply CRI-O's merge: the last ``default_runtime`` set wins; each handler is the last file's table."""
+    default: str | None = None
+    runtimes: dict[str, dict[str, Any]] = {}
+    for config in configs:
+        section = runtime_section(config.document)
+        if isinstance(section.get("default_runtime"), str) and section["default_runtime"]:
+            default = section["default_runtime"]
+        tables = section.get("runtimes", {})
+        if isinstance(tables, dict):
+            runtimes.update({name: table for name, table in tables.items() if isinstance(table, dict)})
+    return default, runtimes
+
+
+def resolve_base_runtime(configs: list[CrioConfig], where: str) -> tuple[str, dict[str, Any]]:
+    """Return CRI-O's default runtime and its table (CRI-O's built-in crun when no file defines it)."""
+    default, runtimes = merge_configs(configs)
+    if paths.RUNTIME_HANDLER in runtimes:
+        raise InstallError(
+            f"{where}: a runtime handler {paths.RUNTIME_HANDLER!r} is already configured, not by install; "
+            "remove it first"
+        )
+    name = default or DEFAULT_RUNTIME
+    table = runtimes.get(name)
+    if table is None:
+        if default is not None:
+            raise InstallError(
+                f"{where}: default_runtime {default!r} has no [crio.runtime.runtimes.{default}] table; "
+                "CRI-O does not start like this; fix it first"
+            )
+        table = {"runtime_type": "oci"}
+    if table.get("runtime_type", "") not in OCI_TYPES:
+        raise InstallError(
+            f"{where}: the default runtime {name!r} is of type {table['runtime_type']!r}; the shim wraps "
+            "only runtimes called like runc (oci, pod)"
+        )
+    return name, table
+
+
+def build_handler(base: dict[str, Any], wrapper: str) -> dict[str, Any]:
+    """Return our handler's table: the base's, ``runtime_path`` = the wrapper, the engine in monitor_env."""
+    table = {key: copy.deepcopy(value) for key, value in base.items() if key not in NOT_COPIED}
+    table["runtime_path"] = wrapper
+    table.setdefault("runtime_type", "oci")
+    env = [item for item in (base.get("monitor_env") or DEFAULT_MONITOR_ENV) if isinstance(item, str)]
+    env = [item for item in env if not item.startswith(ENGINE_ENV + "=")]
+    table["monitor_env"] = [*env, f"{ENGINE_ENV}=crio"]
+    return dict(sorted(table.items()))
+
+
+def resolve_real_runtime(root: str, name: str, base: dict[str, Any]) -> str | None:
+    """Return the binary the default runtime runs: its ``runtime_path``, else ``name`` looked up on the fixed
+    PATH under ``root`` as CRI-O looks it up (None when it is not there)."""
+    path = base.get("runtime_path")
+    if isinstance(path, str) and path:
+        return path
+    for directory in paths.FIXED_PATH.split(":"):
+        candidate = os.path.join(directory, name)
+        if os.access(rooted(root, candidate), os.X_OK):
+            return candidate
+    return None
+
+
+def build_crio_dropin(table: dict[str, Any], base: str) -> bytes:
+    """Build the crio.conf.d drop-in registering ``table`` as handler RUNTIME_HANDLER (verified by reading
+    it back)."""
+    from hook.install.tomlwrite import render_tables
+
+    header = (
+        f"# Written by `gpu-env-hook install --engine crio` (gpu-env-hook {__version__}); `gpu-env-hook "
+        "uninstall\n# --engine crio` removes it. Registers gpu-env-runtime as the runtime handler "
+        f"{paths.RUNTIME_HANDLER} (a RuntimeClass\n# with `handler: {paths.RUNTIME_HANDLER}` selects it), "
+        f"with the settings of CRI-O's default runtime, {base}.\n# The oci-hooks.d JSON installed beside it "
+        "covers every container.\n"
+    )
+    body = render_tables(("crio", "runtime", "runtimes", paths.RUNTIME_HANDLER), table, indent="")
+    return (header + body).encode()
 
 
 def plan(options: InstallOptions) -> EnginePlan:
     """Return the drop-in, then the hooks JSON (written last: CRI-O reads it on every create)."""
     hooks = plan_hooks(options)
-    dropin = PlannedFile(
-        os.path.join(paths.CRIO_DROPIN_DIR, paths.CRIO_DROPIN_NAME), build_crio_dropin(), CONFIG_MODE
-    )
+    configs = load_configs(options.root)
+    where = rooted(options.root, paths.CRIO_DROPIN_DIR)
+    base_name, base = resolve_base_runtime(configs, where)
+    table = build_handler(base, paths.RUNTIME_WRAPPER)
+    dropin = PlannedFile(dropin_path(), build_crio_dropin(table, base_name), CONFIG_MODE)
     restart = (
-        f"next: restart CRI-O (systemctl restart crio) to load the runtime handler {paths.RUNTIME_HANDLER!r}"
+        f"next: restart CRI-O (systemctl restart crio) to load the runtime handler {paths.RUNTIME_HANDLER} "
+        f"(the settings of CRI-O's default runtime, {base_name})"
     )
-    return EnginePlan((dropin, *hooks.files), (*hooks.notes, restart))
+    runtime = resolve_real_runtime(options.root, base_name, base)
+    notes = [*hooks.notes, restart]
+    if runtime is None:
+        notes.insert(
+            0, f"warning: CRI-O's default runtime {base_name} is not on the node's PATH; the shim execs runc"
+        )
+    return EnginePlan((dropin, *hooks.files), tuple(notes), runtime)

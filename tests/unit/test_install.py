@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from hook.install import (
     RUNTIME_KEEP_ENV,
     InstallError,
     InstallOptions,
-    build_crio_dropin,
     build_hook_json,
     build_wrapper,
     merge_daemon_json,
@@ -180,21 +178,7 @@ def test_wrappers_are_executable_and_hook_json_is_not(node: Path, install: Insta
     assert (node / "var/lib/gpu-env-hook/install-podman.json").stat().st_mode & 0o7777 == 0o600
 
 
-# --- CRI-O, Docker outputs -----------------------------------------------------------------------------
-
-
-def test_crio_dropin_registers_the_runtime() -> None:
-    """The CRI-O drop-in parses as TOML and names the runtime wrapper as an OCI runtime handler."""
-    document = tomllib.loads(build_crio_dropin().decode())
-    assert document == {
-        "crio": {
-            "runtime": {
-                "runtimes": {
-                    paths.RUNTIME_HANDLER: {"runtime_path": paths.RUNTIME_WRAPPER, "runtime_type": "oci"}
-                }
-            }
-        }
-    }
+# --- Docker outputs -----------------------------------------------------------------------------
 
 
 OURS = {"path": paths.RUNTIME_WRAPPER}
