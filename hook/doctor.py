@@ -42,6 +42,7 @@ def run_checks(*, root: str, config: str | None, environ: dict[str, str] | os._E
         checks.append(check)
         if entry is not None:
             registered.append(entry)
+    checks.append(check_containerd_imports(root))
     seen: set[str] = set()
     for path, args in registered:
         if path not in seen:
@@ -205,14 +206,12 @@ def _crio(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
 
 
 def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
-    """containerd: a drop-in (or the main config) naming the shim."""
+    """containerd: a file containerd loads (the main config or one it imports) naming the shim."""
     binary = _find_binary(root, "containerd")
     if binary is None:
         return Check("containerd", ok=None, detail="not installed"), None
-    for path in (
-        os.path.join(paths.CONTAINERD_DROPIN_DIR, paths.CONTAINERD_DROPIN_NAME),
-        paths.CONTAINERD_CONFIG,
-    ):
+    loaded, _ = containerd_loaded_files(root, binary)
+    for path in loaded or []:
         if paths.RUNTIME_WRAPPER in _read_text(under(root, path)):
             return Check("containerd", ok=True, detail=f"runtime registered in {path}"), (
                 paths.RUNTIME_WRAPPER,
@@ -227,6 +226,80 @@ def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
         ),
         None,
     )
+
+
+def containerd_loaded_files(root: str, binary: str | None) -> tuple[list[str] | None, str]:
+    """Return the config files containerd loads (main config first) and how that was learnt: from
+    ``containerd config dump`` when containerd is installed on this node (root ``/``), else by reading the
+    main config's ``imports`` as containerd does. None (with the reason) when the configs cannot be read."""
+    if root in ("", "/") and binary is not None:
+        loaded = _dump_imports(binary)
+        if loaded is not None:
+            return loaded, "containerd config dump"
+    from hook.install.common import InstallError
+    from hook.install.containerd import load_chain
+
+    try:
+        with open(under(root, paths.CONTAINERD_CONFIG), "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return [], f"no {paths.CONTAINERD_CONFIG}"
+    except OSError as err:
+        return None, f"cannot read {paths.CONTAINERD_CONFIG}: {err.strerror}"
+    try:
+        chain = load_chain(root, paths.CONTAINERD_CONFIG, data)
+    except InstallError as err:
+        return None, str(err)
+    return [config.path for config in chain], f"the imports of {paths.CONTAINERD_CONFIG}"
+
+
+def _dump_imports(binary: str) -> list[str] | None:
+    """The files ``containerd config dump`` says it loaded (main config first), or None when it fails."""
+    import subprocess
+    import tomllib
+
+    try:
+        proc = subprocess.run(
+            [binary, "config", "dump"],
+            env={"PATH": paths.FIXED_PATH},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+        imports = tomllib.loads(proc.stdout.decode("utf-8")).get("imports") if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if not isinstance(imports, list):
+        return None
+    loaded = [path for path in imports if isinstance(path, str)]
+    return sorted(loaded, key=lambda path: path != paths.CONTAINERD_CONFIG)
+
+
+def check_containerd_imports(root: str) -> Check:
+    """A containerd drop-in (``/etc/containerd/conf.d/*.toml``) that no ``imports`` line loads is dead: the
+    handler or settings in it never reach containerd."""
+    name = "containerd drop-ins"
+    directory = paths.CONTAINERD_DROPIN_DIR
+    try:
+        names = sorted(entry for entry in os.listdir(under(root, directory)) if entry.endswith(".toml"))
+    except OSError:
+        names = []
+    if not names:
+        return Check(name, ok=None, detail=f"none in {directory}")
+    loaded, source = containerd_loaded_files(root, _find_binary(root, "containerd"))
+    if loaded is None:
+        return Check(name, ok=False, detail=source, fix=f"fix {paths.CONTAINERD_CONFIG}")
+    dead = [os.path.join(directory, entry) for entry in names if os.path.join(directory, entry) not in loaded]
+    if dead:
+        return Check(
+            name,
+            ok=False,
+            detail=f"{', '.join(dead)}: no imports line loads it (per {source})",
+            fix=f'add imports = ["{directory}/*.toml"] to {paths.CONTAINERD_CONFIG} and restart containerd, '
+            "or remove the file",
+        )
+    return Check(name, ok=True, detail=f"every file in {directory} is loaded (per {source})")
 
 
 def _docker(root: str) -> tuple[Check, tuple[str, list[str]] | None]:

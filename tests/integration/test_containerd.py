@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from containerd import CONTAINERD_IMAGE, ContainerdError, config_dump, running, write_image_archive
+from containerd import (
+    CONTAINERD_IMAGE,
+    ContainerdError,
+    config_dump,
+    namespace_argv,
+    running,
+    write_image_archive,
+)
 from cri import CriClient, run_in_pod
 from runc_hooks import STANDIN_CLI, load_record
 
@@ -335,3 +342,50 @@ def test_cri_pod_through_the_handler_gets_the_env_file(
     assert "--device=1,2" in found["argv"]
     assert gpu_env_hook("uninstall", "--engine", "containerd", "--root", str(node)).returncode == 0
     assert (node / "etc/containerd/config.toml").read_text() == CRI_TEST_CONFIG
+
+
+# --- doctor, reading containerd config dump ---------------------------------------------------------------
+
+
+def doctor_line(node: Path, workdir: Path, name: str) -> str:
+    """Run ``gpu-env-hook doctor`` on the node (in the mount namespace: containerd config dump sees the
+    node's files) and return the line of check ``name``."""
+    proc = subprocess.run(
+        namespace_argv(node, workdir, [PYTHON, "-I", "-m", "hook", "doctor"]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    found = [line for line in proc.stdout.splitlines() if line[3:].startswith(name + " ")]
+    assert len(found) == 1, proc.stdout + proc.stderr
+    return " ".join(found[0].split())
+
+
+@pytest.mark.parametrize(
+    ("main", "expected"),
+    [
+        pytest.param(
+            "version = 2\n",
+            "✗ containerd drop-ins /etc/containerd/conf.d/99-nvidia.toml: no imports line loads it (per "
+            'containerd config dump) — add imports = ["/etc/containerd/conf.d/*.toml"] to '
+            "/etc/containerd/config.toml and restart containerd, or remove the file",
+            id="not-imported",
+        ),
+        pytest.param(
+            'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n',
+            "✓ containerd drop-ins every file in /etc/containerd/conf.d is loaded (per containerd config dump)",
+            id="imported",
+        ),
+    ],
+)
+def test_doctor_reports_a_dropin_no_import_loads(tmp_path: Path, main: str, expected: str) -> None:
+    """config dump: doctor asks the real containerd which files it loads and names a drop-in it does not."""
+    node = write_node(
+        tmp_path / "node",
+        {
+            "/etc/containerd/config.toml": main,
+            "/etc/containerd/conf.d/99-nvidia.toml": IMPORTS_DROPIN_DEBUG,
+        },
+    )
+    assert doctor_line(node, tmp_path / "ns", "containerd drop-ins") == expected

@@ -65,9 +65,10 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "CRI-O",
         "containerd",
         "Docker",
+        "containerd drop-ins",
         f"isolated {paths.HOOK_WRAPPER}",
     ]
-    assert [check.ok for check in checks] == [True, True, True, True, None, None, None, True]
+    assert [check.ok for check in checks] == [True, True, True, True, None, None, None, None, True]
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
     assert result.exit_code == 0
     assert result.stdout.splitlines()[3].split() == [
@@ -106,14 +107,22 @@ def add_docker(root: Path) -> None:
 
 
 def add_registered_containerd(root: Path) -> None:
-    """Install containerd with our drop-in."""
+    """Install containerd with the handler in a drop-in its main config imports."""
     put(root, "/usr/bin/containerd", "#!/bin/sh\n", 0o755)
+    put(root, paths.CONTAINERD_CONFIG, f'version = 2\nimports = ["{paths.CONTAINERD_DROPIN_DIR}/*.toml"]\n')
     put(
         root,
         f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}",
-        f'BinaryName = "{paths.RUNTIME_WRAPPER}"',
+        f'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-env.options]\n'
+        f'BinaryName = "{paths.RUNTIME_WRAPPER}"\n',
     )
     put(root, paths.RUNTIME_WRAPPER, WRAPPER, 0o755)
+
+
+def add_dead_containerd_dropin(root: Path) -> None:
+    """Install containerd with the handler in a drop-in that no imports line loads."""
+    add_registered_containerd(root)
+    put(root, paths.CONTAINERD_CONFIG, "version = 2\n")
 
 
 def bad_config(root: Path) -> None:
@@ -173,6 +182,28 @@ def remove_cli(root: Path) -> None:
             id="containerd-registered",
         ),
         pytest.param(
+            add_registered_containerd,
+            "containerd drop-ins",
+            True,
+            f"every file in {paths.CONTAINERD_DROPIN_DIR} is loaded (per the imports of {paths.CONTAINERD_CONFIG})",
+            id="containerd-dropin-imported",
+        ),
+        pytest.param(
+            add_dead_containerd_dropin,
+            "containerd drop-ins",
+            False,
+            f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}: no imports line loads it (per the "
+            f"imports of {paths.CONTAINERD_CONFIG})",
+            id="containerd-dropin-not-imported",
+        ),
+        pytest.param(
+            add_dead_containerd_dropin,
+            "containerd",
+            False,
+            f"/usr/bin/containerd found, {paths.RUNTIME_WRAPPER} not registered",
+            id="containerd-handler-only-in-a-dead-dropin",
+        ),
+        pytest.param(
             remove_cli,
             "nvidia-container-cli",
             False,
@@ -197,7 +228,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 8
+    assert len(checks) == 9
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
