@@ -120,10 +120,17 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
 
         return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, os.environ)
     if command in HUMAN_COMMANDS:
+        config = flags.get("config")
+        config_path = config if isinstance(config, str) and config else None
+        if command == "env-file":  # a device plugin's per-container call: without typer when it is plain
+            from hook.producercli import run_env_file
+
+            code = run_env_file(rest[1:], config=config_path)
+            if code is not None:
+                return code
         from hook.cli import run_cli
 
-        config = flags.get("config")
-        return run_cli(rest, config=config if isinstance(config, str) and config else None)
+        return run_cli(rest, config=config_path)
     raise UsageError(f"unknown command: {command}")
 
 

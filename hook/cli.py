@@ -19,6 +19,7 @@ import typer
 
 from hook import envvars
 from hook.errors import HookError, UsageError
+from hook.producercli import check_command, columns, path_command, write_command
 
 PROG = "gpu-env-hook"
 RESOLVE_VERSION = 1
@@ -154,18 +155,6 @@ def warn_mark() -> str:
 def plural(count: int, noun: str) -> str:
     """Return ``1 warning``, ``2 warnings``."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def columns(rows: list[tuple[str, ...]], indent: str = "") -> str:
-    """Align rows of cells in columns (the last cell is not padded)."""
-    if not rows:
-        return ""
-    widths = [max(len(row[i]) for row in rows if len(row) > i) for i in range(max(map(len, rows)))]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
-        lines.append(indent + "  ".join(cells).rstrip())
-    return "\n".join(lines) + "\n"
 
 
 def load_settings(config: str | None, environ: dict[str, str] | os._Environ[str]) -> Any:
@@ -479,7 +468,7 @@ def _validate_app() -> typer.Typer:
 
 
 def _env_file_app(config: str | None) -> typer.Typer:
-    """Build ``env-file``: the producer's write, path and check."""
+    """Build ``env-file``: write, path and check (their bodies, and a dispatch without typer: producercli)."""
     app = _sub_app("Write, name and check env files (for device plugins).")
 
     @app.command("write")
@@ -496,19 +485,7 @@ def _env_file_app(config: str | None) -> typer.Typer:
         ] = None,
     ) -> None:
         """Write an env file atomically, root-owned, mode 0644, refusing what the hook would refuse."""
-        from hook.producer import write_env_file
-
-        values: dict[str, str] = {}
-        for assignment in assignments:
-            key, sep, value = assignment.partition("=")
-            if not sep:
-                raise UsageError(f"env-file write: {assignment!r} is not KEY=VALUE")
-            if key in values:
-                raise UsageError(f"env-file write: {key} is given twice")
-            values[key] = value
-        settings = load_settings(config, os.environ)
-        write_env_file(path, values, pod_uid=pod_uid, container=container, settings=settings.env_file)
-        typer.echo(path)
+        typer.echo(write_command(config, path, assignments, pod_uid=pod_uid, container=container), nl=False)
 
     @app.command("path")
     @guarded
@@ -522,11 +499,7 @@ def _env_file_app(config: str | None) -> typer.Typer:
         ] = None,
     ) -> None:
         """Print the env file's path for a set of device ids (the same in any order)."""
-        from hook.producer import env_file_path
-
-        if directory is None:
-            directory = load_settings(config, os.environ).env_file.directories[0]
-        typer.echo(env_file_path(device_ids, directory))
+        typer.echo(path_command(config, device_ids, directory=directory), nl=False)
 
     @app.command("check")
     @guarded
@@ -541,12 +514,11 @@ def _env_file_app(config: str | None) -> typer.Typer:
         ] = None,
     ) -> None:
         """Run every check the hook runs on an env file and report each one."""
-        from hook.producer import check_env_file
-
-        settings = load_settings(config, os.environ)
-        report = check_env_file(path, settings.env_file, pod_uid=pod_uid, container=container)
-        typer.echo(columns([(mark(step.ok), step.name, step.detail) for step in report.steps]), nl=False)
-        if not report.ok:
+        text, ok = check_command(
+            config, path, pod_uid=pod_uid, container=container, colour=sys.stdout.isatty()
+        )
+        typer.echo(text, nl=False)
+        if not ok:
             raise typer.Exit(1)
 
     return app

@@ -11,11 +11,8 @@ Also importable as ``hook.envfile.write_env_file`` / ``env_file_path`` / ``check
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
 from hook import envvars
 from hook.config import EnvFileSettings, default_settings, is_env_name
@@ -28,6 +25,12 @@ from hook.envfile import (
     split_beneath,
 )
 from hook.errors import EnvFileError, HookError, UsageError, os_error
+from hook.records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
 HASH_HEX_CHARS = 16
 SUFFIX = ".env"
@@ -35,6 +38,15 @@ ROOT_OWNER = (0, 0)
 FILE_MODE = 0o644
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f"}
 _HEADER = "# Written by gpu-env-hook env-file write; read by the gpu-env-hook prestart hook.\n"
+
+
+def _sha256(data: bytes) -> Any:
+    """SHA-256 from the builtin implementation: hashlib would load OpenSSL for it (half a Python start)."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.11
+    except ImportError:  # pragma: no cover - 3.12 renamed it, other interpreters may lack it
+        from hashlib import sha256
+    return sha256(data)
 
 
 def default_env_file_settings() -> EnvFileSettings:
@@ -61,7 +73,7 @@ def env_file_name(device_ids: Iterable[str]) -> str:
     for device_id in ids:
         if not device_id or "\n" in device_id or "\0" in device_id:
             raise UsageError("env-file path: a device id must be non-empty, without newline or NUL")
-    digest = hashlib.sha256("\n".join(ids).encode("utf-8", "surrogatepass")).hexdigest()
+    digest: str = _sha256("\n".join(ids).encode("utf-8", "surrogatepass")).hexdigest()
     return digest[:HASH_HEX_CHARS] + SUFFIX
 
 
@@ -153,7 +165,7 @@ def write_env_file(
 # --- the checker -----------------------------------------------------------------------------------------
 
 
-class CheckStep(NamedTuple):
+class CheckStep(Record):
     """One check the hook makes, as the checker reports it."""
 
     name: str
@@ -161,14 +173,25 @@ class CheckStep(NamedTuple):
     detail: str
 
 
-class EnvFileReport(NamedTuple):
+class EnvFileReport:
     """What :func:`check_env_file` found: each step in the hook's order, and the variables on success."""
 
-    path: str
-    steps: list[CheckStep]
-    values: dict[str, str]
-    pinned_pod_uid: str | None
-    pinned_container: str | None
+    __slots__ = ("path", "pinned_container", "pinned_pod_uid", "steps", "values")
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        steps: list[CheckStep],
+        values: dict[str, str],
+        pinned_pod_uid: str | None,
+        pinned_container: str | None,
+    ) -> None:
+        self.path = path
+        self.steps = steps
+        self.values = values
+        self.pinned_pod_uid = pinned_pod_uid
+        self.pinned_container = pinned_container
 
     @property
     def ok(self) -> bool:

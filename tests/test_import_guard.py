@@ -191,6 +191,8 @@ DOTENV_PARSER = frozenset(
      "re._casefix", "re._compiler", "re._constants", "re._parser", "reprlib", "types", "typing", "typing.io",
      "typing.re", "warnings"}
 )  # fmt: skip
+# The env-file commands a device plugin runs per container: no typer, no hashlib (OpenSSL), no typing.
+PRODUCER = ENTRY - {"hook.paths"} | SETTINGS | {"hook.__main__", "hook.producercli", "hook.producer"}
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
@@ -205,9 +207,12 @@ PINNED = {
     | {"hook.shim", "hook.specenv", "hook.log"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | {"hook.shim", "hook.tomlsubset"},
+    "producer-path": PRODUCER | {"_sha256"},
+    "producer-write": PRODUCER | {"hook.bundle"},
+    "producer-check": PRODUCER | DOTENV_PARSER,
 }
-ENV_FILE_CASES = ("env-file", "precreate", "shim-create")
-NO_EXEC_CASES = ("non-gpu", "precreate")
+ENV_FILE_CASES = ("env-file", "precreate", "shim-create", "producer-write", "producer-check")
+NO_EXEC_CASES = ("non-gpu", "precreate", "producer-path", "producer-write", "producer-check")
 
 
 def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig,
@@ -231,6 +236,13 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
     if name == "shim-create":
         argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "c1"]
         return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)
+    if name.startswith("producer-"):
+        command = {
+            "producer-path": ["path", "gpu-1", "gpu-0"],
+            "producer-write": ["write", str(env_dir / "w.env"), "NVIDIA_VISIBLE_DEVICES=0", "--pod-uid", "p"],
+            "producer-check": ["check", str(env_file)],
+        }[name]
+        return run_entry(["-config", str(config), "env-file", *command], tmp_path, cwd=tmp_path)
     if name == "shim-state":
         argv = ["--root", str(tmp_path / "state"), "state", "c1"]
         return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)
