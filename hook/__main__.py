@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 PROG = "gpu-env-hook"
 HUMAN_COMMANDS = ("resolve", "validate", "env-file", "config", "doctor", "install", "uninstall")
-_STRING_FLAGS = ("config",)
+_STRING_FLAGS = ("config", "env-file-merged")
 _BOOL_FLAGS = ("debug", "version", "env-only")
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
@@ -28,6 +28,8 @@ Usage of {PROG} (a drop-in for nvidia-container-runtime-hook):
     \tconfiguration file
   -debug
     \tenable debug output
+  -env-file-merged string
+    \tset by gpu-env-runtime in the hook it injects: the env file is already merged (never read it again)
   -env-only
     \tmerge the env file into config.json, then exit without calling nvidia-container-cli
   -version
@@ -92,10 +94,12 @@ def build_options(flags: dict[str, str | bool]) -> Options:
     from hook.prestart import Options
 
     config = flags.get("config")
+    merged = flags.get("env-file-merged")
     return Options(
         config=config if isinstance(config, str) and config else None,
         debug=flags.get("debug") is True,
         env_only=flags.get("env-only") is True,
+        env_file_merged=merged if isinstance(merged, str) else None,
     )
 
 

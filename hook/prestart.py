@@ -41,12 +41,21 @@ if TYPE_CHECKING:
 class Options:
     """What the command line asked of a stage."""
 
-    __slots__ = ("config", "debug", "env_only")
+    __slots__ = ("config", "debug", "env_file_merged", "env_only")
 
-    def __init__(self, *, config: str | None = None, debug: bool = False, env_only: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        config: str | None = None,
+        debug: bool = False,
+        env_only: bool = False,
+        env_file_merged: str | None = None,
+    ) -> None:
         self.config = config
         self.debug = debug
         self.env_only = env_only
+        # The runtime shim's env-file decision (``hook.handoff``): when set, the file is never read here.
+        self.env_file_merged = env_file_merged
 
 
 class Resolution:
@@ -113,7 +122,12 @@ def resolve_container(
 
     settings = parse_config(config_text, source=config_path if config_text is not None else None)
     annotations = {**spec_annotations(spec.document), **state.annotations}
-    env_file = resolve_env_file(env, annotations, settings.env_file)
+    if options.env_file_merged is not None:  # the shim read, checked and merged it: one read per container
+        from hook.handoff import take_handoff
+
+        env_file = take_handoff(options.env_file_merged, env, settings.env_file.variable)
+    else:
+        env_file = resolve_env_file(env, annotations, settings.env_file)
     trusted: frozenset[str] = frozenset()
     if env_file is not None:
         entries = merge_env(entries, env_file.values)

@@ -204,7 +204,9 @@ PINNED = {
     | SETTINGS
     | DEVICES
     | DOTENV_PARSER
-    | {"hook.shim", "hook.specenv", "hook.log"},
+    | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff"},
+    # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
+    "handed-off": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | {"hook.handoff"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | {"hook.shim", "hook.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256"},
@@ -243,6 +245,11 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
             "producer-check": ["check", str(env_file)],
         }[name]
         return run_entry(["-config", str(config), "env-file", *command], tmp_path, cwd=tmp_path)
+    if name == "handed-off":
+        merged = make_bundle([*env, "NVIDIA_VISIBLE_DEVICES=0", "OTHER=1"], name="merged")
+        handoff = "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES,OTHER"
+        state = json.dumps({"pid": 1, "bundle": str(merged)}).encode()
+        return run_entry(["-config", str(config), handoff, "prestart"], tmp_path, cwd=merged, stdin=state)
     if name == "shim-state":
         argv = ["--root", str(tmp_path / "state"), "state", "c1"]
         return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)

@@ -314,19 +314,19 @@ def env_config(make_config: MakeConfig, env_dir: Path, extra: str = "") -> str:
 
 
 @pytest.mark.parametrize(
-    ("env", "file", "hooks", "expected_env", "hook_added"),
+    ("env", "file", "hooks", "expected_env", "handoff"),
     [
-        pytest.param(["A=1"], None, None, None, False, id="no-file-no-gpu"),
-        pytest.param(["NVIDIA_VISIBLE_DEVICES=void"], None, None, None, False, id="void-is-no-gpu"),
+        pytest.param(["A=1"], None, None, None, None, id="no-file-no-gpu"),
+        pytest.param(["NVIDIA_VISIBLE_DEVICES=void"], None, None, None, None, id="void-is-no-gpu"),
         pytest.param(
-            ["NVIDIA_VISIBLE_DEVICES=0"], None, None, ["NVIDIA_VISIBLE_DEVICES=0"], True, id="gpu-no-file"
+            ["NVIDIA_VISIBLE_DEVICES=0"], None, None, ["NVIDIA_VISIBLE_DEVICES=0"], "none", id="gpu-no-file"
         ),
         pytest.param(
             ["NVIDIA_ENV_FROM_FILE={file}", "A=1"],
             "NVIDIA_VISIBLE_DEVICES=0,1\nUSER_CUSTOM_ENV=hello\n",
             None,
             ["NVIDIA_ENV_FROM_FILE={file}", "A=1", "NVIDIA_VISIBLE_DEVICES=0,1", "USER_CUSTOM_ENV=hello"],
-            True,
+            "unpinned:NVIDIA_VISIBLE_DEVICES,USER_CUSTOM_ENV",
             id="file-with-gpu",
         ),
         pytest.param(
@@ -334,7 +334,7 @@ def env_config(make_config: MakeConfig, env_dir: Path, extra: str = "") -> str:
             "USER_CUSTOM_ENV=hello\n",
             None,
             ["NVIDIA_ENV_FROM_FILE={file}", "USER_CUSTOM_ENV=hello"],
-            False,
+            None,
             id="file-without-gpu",
         ),
         pytest.param(
@@ -342,7 +342,7 @@ def env_config(make_config: MakeConfig, env_dir: Path, extra: str = "") -> str:
             "NVIDIA_VISIBLE_DEVICES=void\n",
             None,
             ["NVIDIA_ENV_FROM_FILE={file}", "NVIDIA_VISIBLE_DEVICES=void"],
-            False,
+            None,
             id="file-removes-gpu",
         ),
         pytest.param(
@@ -350,19 +350,27 @@ def env_config(make_config: MakeConfig, env_dir: Path, extra: str = "") -> str:
             "NVIDIA_VISIBLE_DEVICES=0\n",
             {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook"}]},
             ["NVIDIA_ENV_FROM_FILE={file}", "NVIDIA_VISIBLE_DEVICES=0"],
-            False,
+            None,
             id="nvidia-hook-present",
         ),
         pytest.param(
             ["NVIDIA_VISIBLE_DEVICES=0"],
             None,
             {"createRuntime": [{"path": "/py", "args": ["/py", "-m", "hook", "createRuntime"]}]},
+            ["NVIDIA_VISIBLE_DEVICES=0"],
             None,
-            False,
             id="our-hook-present",
         ),
         pytest.param(
-            ["NVIDIA_ENV_FROM_FILE={file}", "X=1"], "X=1\n", None, None, False, id="file-changes-nothing"
+            ["NVIDIA_ENV_FROM_FILE={file}"],
+            "NVIDIA_VISIBLE_DEVICES=0\n",
+            {"prestart": [{"path": "/py", "args": ["/py", "-m", "hook", "-config", "/c.toml", "prestart"]}]},
+            ["NVIDIA_ENV_FROM_FILE={file}", "NVIDIA_VISIBLE_DEVICES=0"],
+            None,
+            id="our-hook-present-gets-the-decision",
+        ),
+        pytest.param(
+            ["NVIDIA_ENV_FROM_FILE={file}", "X=1"], "X=1\n", None, None, None, id="file-changes-nothing"
         ),
     ],
 )
@@ -374,9 +382,10 @@ def test_resolve_spec(
     file: str | None,
     hooks: dict[str, Any] | None,
     expected_env: list[str] | None,
-    hook_added: bool,
+    handoff: str | None,
 ) -> None:
-    """The env file is merged into process.env; our hook is added only for a GPU request without one."""
+    """The env file is merged into process.env; our hook is added only for a GPU request without one, with
+    the shim's decision in its args; a hook of ours already there gets the decision too."""
     path = make_env_file(file or "")
     env = [entry.replace("{file}", str(path)) for entry in env]
     bundle = make_bundle(env)
@@ -384,7 +393,7 @@ def test_resolve_spec(
     if hooks is not None:
         document["hooks"] = hooks
     edited = resolve_spec(document, env_config(make_config, path.parent), source="c.toml", hook=HOOK)
-    if expected_env is None and not hook_added:
+    if expected_env is None and handoff is None:
         assert edited is None
         return
     assert edited is not None
@@ -392,7 +401,16 @@ def test_resolve_spec(
     assert isinstance(process, dict)
     assert process["env"] == [entry.replace("{file}", str(path)) for entry in (expected_env or env)]
     prestart = (edited.get("hooks") or {}).get("prestart", [])  # type: ignore[attr-defined]
-    assert (HOOK in prestart) is hook_added
+    injected = {**HOOK, "args": ["/py", "-I", "-m", "hook", f"-env-file-merged={handoff}", "prestart"]}
+    assert prestart.count(injected) == (handoff is not None)
+    assert HOOK not in prestart
+    present = [entry for stage in (hooks or {}).values() for entry in stage if entry["path"] == "/py"]
+    edited_hooks = edited.get("hooks") or {}
+    marked = [entry for stage in edited_hooks.values() for entry in stage if entry not in (injected, HOOK)]  # type: ignore[attr-defined]
+    decision = "none" if file is None else "unpinned:" + file.partition("=")[0]
+    assert [entry["args"] for entry in marked if entry["path"] == "/py"] == [
+        [*entry["args"][:-1], f"-env-file-merged={decision}", entry["args"][-1]] for entry in present
+    ]
     assert edited["extra-field"] == {"kept": True}
 
 
@@ -412,7 +430,11 @@ def test_resolve_spec_pinned_file_passes_unprivileged_gate(
     )
     edited = resolve_spec(spec_of(bundle), text, source="c.toml", hook=HOOK)
     assert edited is not None
-    assert edited["hooks"] == {"prestart": [HOOK]}
+    handed_off = {
+        **HOOK,
+        "args": ["/py", "-I", "-m", "hook", "-env-file-merged=pinned:NVIDIA_VISIBLE_DEVICES", "prestart"],
+    }
+    assert edited["hooks"] == {"prestart": [handed_off]}
 
 
 def test_resolve_spec_refused_file(
@@ -530,7 +552,16 @@ def test_shim_create_merges_and_execs(
     assert run.runtime_spec["hooks"]["prestart"] == [
         {
             "path": sys.executable,
-            "args": [sys.executable, "-I", "-m", "hook", "-config", config, "prestart"],
+            "args": [
+                sys.executable,
+                "-I",
+                "-m",
+                "hook",
+                "-config",
+                config,
+                "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES,USER_CUSTOM_ENV",
+                "prestart",
+            ],
             "env": [f"PATH={FIXED_PATH}"],
         }
     ]

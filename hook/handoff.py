@@ -1,0 +1,87 @@
+"""The shim's env-file decision, handed to the hook it injects: one read of the env file per container.
+
+The shim reads the env file once, checks it (location, owner, mode, keys, pod pin) and merges it into
+``process.env`` before the runtime reads config.json. Were the hook to read the file again, a device plugin
+rewriting it in between would give the container process one version and the GPUs of another. So the shim
+puts its decision in the args of our hook entry (``-env-file-merged=...``), which no container can write: the
+hook then takes the variables from ``process.env`` as the shim merged them and never opens the file.
+
+The value is ``none`` (the spec names no file, or a missing one that is ignored), or ``pinned:`` /
+``unpinned:`` followed by the comma-separated names the file set (variables, never values). A pinned file's
+names are the ones the unprivileged check trusts, exactly as when the hook reads the file itself.
+"""
+
+from __future__ import annotations
+
+from hook.errors import EnvFileError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hook.envfile import EnvFile
+
+FLAG = "env-file-merged"
+NONE = "none"
+PINNED = "pinned"
+UNPINNED = "unpinned"
+HOOK_COMMANDS = ("prestart", "createRuntime")
+
+
+class Handoff:
+    """The shim's decision: whether a file was merged, whether it was pinned, and the names it set."""
+
+    __slots__ = ("names", "pinned")
+
+    def __init__(self, *, pinned: bool, names: tuple[str, ...]) -> None:
+        self.pinned = pinned
+        self.names = names
+
+
+def build_handoff(pinned: bool | None, names: list[str] | tuple[str, ...]) -> str:
+    """Return the flag's value: ``none`` when no file was merged (``pinned`` None), else the pin and names."""
+    if pinned is None:
+        return NONE
+    return f"{PINNED if pinned else UNPINNED}:{','.join(names)}"
+
+
+def parse_handoff(text: str) -> Handoff | None:
+    """Decode the flag's value (None for ``none``); anything else than what the shim writes is refused."""
+    if text == NONE:
+        return None
+    kind, sep, listed = text.partition(":")
+    names = tuple(listed.split(",")) if listed else ()
+    if not sep or kind not in (PINNED, UNPINNED) or not all(_is_name(name) for name in names):
+        raise EnvFileError(f"-{FLAG}: expected none, pinned:NAMES or unpinned:NAMES (names of variables)")
+    return Handoff(pinned=kind == PINNED, names=names)
+
+
+def _is_name(name: str) -> bool:
+    """Tell whether ``name`` is an environment variable name ``[A-Za-z_][A-Za-z0-9_]*``."""
+    return name.isascii() and (name[:1].isalpha() or name[:1] == "_") and name.replace("_", "a").isalnum()
+
+
+def add_handoff(args: list[object], value: str) -> list[object] | None:
+    """Return a hook entry's args with ``-env-file-merged=<value>`` just before its command word (replacing
+    one already there); None when the args name no prestart/createRuntime command."""
+    kept = [arg for arg in args if not (isinstance(arg, str) and arg.startswith((f"-{FLAG}=", f"--{FLAG}=")))]
+    for index in range(len(kept) - 1, 0, -1):
+        if kept[index] in HOOK_COMMANDS:
+            return [*kept[:index], f"-{FLAG}={value}", *kept[index:]]
+    return None
+
+
+def take_handoff(value: str, env: dict[str, str], variable: str) -> EnvFile | None:
+    """Turn the shim's decision into the env file the hook acts on, with the values ``process.env`` holds
+    (the shim merged them there); refused when a name the shim merged is no longer in ``process.env``."""
+    from hook.envfile import EnvFile, show_path
+
+    handoff = parse_handoff(value)
+    if handoff is None:
+        return None
+    path = env.get(variable, "")
+    for name in handoff.names:
+        if name not in env:
+            raise EnvFileError(
+                f"env file {show_path(path)}: the runtime shim merged {name} into process.env but "
+                "config.json no longer holds it (config.json was changed after the shim)"
+            )
+    return EnvFile(path=path, values={name: env[name] for name in handoff.names}, pinned=handoff.pinned)
