@@ -99,6 +99,11 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
     except HookError as err:
         sys.stderr.write(f"{PROG}: {err}\n")
         return err.exit_code
+    except OSError as err:  # a system call no step wrapped: still one line with the path and the reason
+        from hook.errors import describe_os_error
+
+        sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
+        return 1
     except Exception as err:  # noqa: BLE001 - the last line of defence, as hook.cli.run_cli's
         sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
         return 1
