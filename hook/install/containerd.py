@@ -493,3 +493,13 @@ def plan(options: InstallOptions) -> EnginePlan:
         f"is {paths.RUNTIME_HANDLER}"
     )
     return EnginePlan((file,), (*handler.notes, restart_note), handler.binary)
+
+
+def uninstall_notes() -> tuple[str, ...]:
+    """What the user must do after uninstall: containerd keeps the handler it loaded until it restarts."""
+    return (
+        (
+            f"next: restart containerd (systemctl restart containerd) when no container uses runtime handler "
+            f"{paths.RUNTIME_HANDLER}: it keeps the config it loaded until then"
+        ),
+    )

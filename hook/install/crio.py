@@ -184,3 +184,14 @@ def plan(options: InstallOptions) -> EnginePlan:
             0, f"warning: CRI-O's default runtime {base_name} is not on the node's PATH; the shim execs runc"
         )
     return EnginePlan((dropin, *hooks.files), tuple(notes), runtime)
+
+
+def uninstall_notes() -> tuple[str, ...]:
+    """What the user must do after uninstall: CRI-O keeps the handler it loaded until it restarts."""
+    return (
+        (
+            f"next: restart CRI-O (systemctl restart crio) when no container uses runtime handler "
+            f"{paths.RUNTIME_HANDLER}: it keeps the handlers it loaded until then (it notices hooks.d "
+            "changes by itself)"
+        ),
+    )

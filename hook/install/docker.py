@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from typing import Any
 
@@ -17,6 +18,13 @@ from hook.install.common import (
 )
 from hook.install.rootfs import NodeRoot
 
+# dockerd registers its ``--gpus`` driver once, at start, and only when it finds the hook on its PATH.
+RESTART_FOR_GPUS = (
+    "next: restart dockerd (systemctl restart docker): it looks "
+    f"{os.path.basename(paths.NVIDIA_HOOK_ALIAS)} up on its PATH only when it starts, so a reload is "
+    "not enough for `docker run --gpus` to use gpu-env-hook; the restart also loads "
+    f"`docker run --runtime={paths.RUNTIME_HANDLER}`"
+)
 # The manifest's ``merge`` value for daemon.json: uninstall unmerges it instead of restoring bytes.
 DOCKER_MERGE = "docker-runtime"
 
@@ -80,8 +88,22 @@ def plan(options: InstallOptions) -> EnginePlan:
     data = merge_daemon_json(node.read(paths.DOCKER_DAEMON_JSON), where)
     found = node.stat(paths.DOCKER_DAEMON_JSON)
     mode = stat.S_IMODE(found.st_mode) if found is not None else CONFIG_MODE
-    note = (
-        f"next: reload dockerd (systemctl reload docker, or SIGHUP) to load the runtime; then "
-        f"`docker run --runtime={paths.RUNTIME_HANDLER} ...`"
-    )
+    if options.as_nvidia_hook:
+        note = RESTART_FOR_GPUS
+    else:
+        note = (
+            f"next: reload dockerd (systemctl reload docker, or SIGHUP) to load the runtime; then "
+            f"`docker run --runtime={paths.RUNTIME_HANDLER} ...`"
+        )
     return EnginePlan((PlannedFile(paths.DOCKER_DAEMON_JSON, data, mode, DOCKER_MERGE),), (note,))
+
+
+def uninstall_notes() -> tuple[str, ...]:
+    """What the user must do after uninstall: dockerd keeps what it loaded (runtime, --gpus) until restart."""
+    return (
+        (
+            f"next: restart dockerd (systemctl restart docker) when no container uses runtime "
+            f"{paths.RUNTIME_HANDLER}: a reload does not remove a runtime, `docker info` lists it until the "
+            "restart (and `docker run --gpus` keeps the driver it registered at start)"
+        ),
+    )

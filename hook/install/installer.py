@@ -51,6 +51,13 @@ PLANNERS: dict[str, Callable[[InstallOptions], EnginePlan]] = {
     "containerd": containerd.plan,
     "docker": docker.plan,
 }
+# What each engine must do once uninstall is done (restart or nothing), said after the report.
+AFTER_UNINSTALL: dict[str, Callable[[], tuple[str, ...]]] = {
+    "podman": podman.uninstall_notes,
+    "crio": crio.uninstall_notes,
+    "containerd": containerd.uninstall_notes,
+    "docker": docker.uninstall_notes,
+}
 # How uninstall takes our part out of a file it merged into (instead of restoring the bytes it replaced).
 UNMERGERS: dict[str, Callable[[bytes, bytes | None, str], bytes | None]] = {
     docker.DOCKER_MERGE: docker.unmerge_daemon_json,
@@ -227,4 +234,4 @@ def write_uninstall(engine: str, root: str = "/", *, dry_run: bool = False) -> l
                 lines.append(f"kept directory {where}: it holds files install did not write")
             continue
         lines.append(f"removed directory {where}")
-    return lines
+    return lines + list(AFTER_UNINSTALL[engine]())

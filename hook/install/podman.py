@@ -38,3 +38,8 @@ def plan_hooks(options: InstallOptions) -> EnginePlan:
 def plan(options: InstallOptions) -> EnginePlan:
     """Return what podman needs: only the hooks JSON (it reads the directory on every container create)."""
     return plan_hooks(options)
+
+
+def uninstall_notes() -> tuple[str, ...]:
+    """What the user must do after uninstall: nothing, podman reads hooks.d on every create."""
+    return ("next: nothing to restart: podman reads its hooks directories when it creates a container",)
