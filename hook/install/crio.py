@@ -25,10 +25,10 @@ from hook.install.common import (
     InstallError,
     InstallOptions,
     PlannedFile,
-    read_file,
     rooted,
 )
 from hook.install.podman import plan_hooks
+from hook.install.rootfs import NodeRoot
 
 CRIO_CONFIG = "/etc/crio/crio.conf"
 ENGINE_ENV = "GPU_ENV_HOOK_ENGINE"
@@ -59,23 +59,24 @@ def load_configs(root: str) -> list[CrioConfig]:
     without our own drop-in; refuse one that is not valid TOML."""
     import tomllib
 
-    node_paths = [CRIO_CONFIG] if os.path.isfile(rooted(root, CRIO_CONFIG)) else []
+    node = NodeRoot(root)
+    node_paths = [CRIO_CONFIG] if node.read(CRIO_CONFIG) is not None else []
     top = rooted(root, paths.CRIO_DROPIN_DIR)
     for directory, subdirs, names in os.walk(top):
         subdirs.sort()
         for name in sorted(names):
-            node = os.path.join(paths.CRIO_DROPIN_DIR, os.path.relpath(os.path.join(directory, name), top))
-            if node != dropin_path():
-                node_paths.append(node)
+            found = os.path.join(paths.CRIO_DROPIN_DIR, os.path.relpath(os.path.join(directory, name), top))
+            if found != dropin_path():
+                node_paths.append(found)
     configs = []
-    for node in node_paths:
-        where = rooted(root, node)
-        data = read_file(where) or b""
+    for found in node_paths:
+        where = rooted(root, found)
+        data = node.read(found) or b""
         try:
             document = tomllib.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
             raise InstallError(f"{where}: not valid TOML ({err}); fix it first") from None
-        configs.append(CrioConfig(node, document))
+        configs.append(CrioConfig(found, document))
     return configs
 
 
