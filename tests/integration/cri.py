@@ -3,6 +3,20 @@
 ``cri/api.proto`` holds only the CRI v1 messages the tests use (upstream names and field numbers); it is
 compiled with grpcio-tools into a temporary directory the first time a test needs it, so no generated
 code lives in the repository. The generated modules are untyped, hence ``Any`` here.
+
+Use with ``containerd.running``::
+
+    with running(node, tmp_path / "daemon") as daemon:
+        daemon.import_image(archive)            # write_image_archive(...), e.g. in a module fixture
+        client = CriClient(daemon.address)
+        pod = start_pod(client, workdir=tmp_path, handler="gpu-env", image=CONTAINERD_IMAGE,
+                        command=["/bin/sleep", "600"], env={})
+        ...                                     # e.g. uninstall while the container runs
+        remove_pod(client, pod.sandbox)
+        client.close()
+
+The pod's sandbox shares the node's network namespace (no CNI needed); ``running`` kills whatever is left
+(daemon, shims, containers) when the block ends.
 """
 
 from __future__ import annotations
@@ -14,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 PROTO = Path(__file__).resolve().parent / "cri" / "api.proto"
 RPC_TIMEOUT = 120.0
@@ -152,6 +166,47 @@ def read_cri_log(path: Path) -> list[str]:
     return lines
 
 
+class Pod(NamedTuple):
+    """One pod started through CRI: its sandbox, its one container, and where that container logs."""
+
+    sandbox: str
+    container: str
+    log: Path
+
+
+def start_pod(
+    client: CriClient,
+    *,
+    workdir: Path,
+    handler: str,
+    image: str,
+    command: list[str],
+    env: dict[str, str],
+    name: str = "gpu",
+) -> Pod:
+    """Start a pod with one container as kubelet does: RunPodSandbox with the RuntimeClass handler,
+    CreateContainer, StartContainer. The pod is removed again if a later step fails; otherwise the caller
+    ends it with ``remove_pod`` (a test that needs a container running, e.g. across an uninstall)."""
+    logs = workdir / f"pod-logs-{name}"
+    config = client.sandbox_config(name, logs, {})
+    sandbox = client.run_pod_sandbox(config, handler)
+    try:
+        container = client.create_container(
+            sandbox, config, name=name, image=image, command=command, env=env, log_path=f"{name}.log"
+        )
+        client.start_container(container)
+    except BaseException:
+        remove_pod(client, sandbox)
+        raise
+    return Pod(sandbox, container, logs / f"{name}.log")
+
+
+def remove_pod(client: CriClient, sandbox: str) -> None:
+    """StopPodSandbox then RemovePodSandbox, as kubelet ends a pod (its containers go with it)."""
+    client.stop_pod_sandbox(sandbox)
+    client.remove_pod_sandbox(sandbox)
+
+
 def run_in_pod(
     client: CriClient,
     *,
@@ -162,21 +217,13 @@ def run_in_pod(
     env: dict[str, str],
     name: str = "gpu",
 ) -> tuple[Any, list[str]]:
-    """Run one container to its end in a new pod, as kubelet does (RunPodSandbox with the RuntimeClass
-    handler, CreateContainer, StartContainer), then stop and remove the pod whatever happened.
-
-    Returns the container's final status and what it wrote to stdout.
-    """
-    logs = workdir / f"pod-logs-{name}"
-    config = client.sandbox_config(name, logs, {})
-    sandbox = client.run_pod_sandbox(config, handler)
+    """Run one container to its end in a new pod (``start_pod``), then stop and remove the pod whatever
+    happened. Returns the container's final status and what it wrote to stdout."""
+    pod = start_pod(
+        client, workdir=workdir, handler=handler, image=image, command=command, env=env, name=name
+    )
     try:
-        container = client.create_container(
-            sandbox, config, name=name, image=image, command=command, env=env, log_path=f"{name}.log"
-        )
-        client.start_container(container)
-        status = client.wait_exited(container)
-        return status, read_cri_log(logs / f"{name}.log")
+        status = client.wait_exited(pod.container)
+        return status, read_cri_log(pod.log)
     finally:
-        client.stop_pod_sandbox(sandbox)
-        client.remove_pod_sandbox(sandbox)
+        remove_pod(client, pod.sandbox)

@@ -26,7 +26,7 @@ from containerd import (
     running,
     write_image_archive,
 )
-from cri import CriClient, run_in_pod
+from cri import CriClient, remove_pod, run_in_pod, start_pod
 from runc_hooks import STANDIN_CLI, load_record
 
 from hook import paths
@@ -389,3 +389,30 @@ def test_doctor_reports_a_dropin_no_import_loads(tmp_path: Path, main: str, expe
         },
     )
     assert doctor_line(node, tmp_path / "ns", "containerd drop-ins") == expected
+
+
+def test_cri_running_container_through_the_handler_stops_and_goes(
+    tmp_path: Path, containerd_image_archive: Path
+) -> None:
+    """CRI: a long-running container started through the handler is RUNNING, and StopPodSandbox /
+    RemovePodSandbox (kill and delete pass through the shim) leave no shim and no container process."""
+    node = write_node(tmp_path / "node", {"/etc/containerd/config.toml": CRI_TEST_CONFIG})
+    proc = gpu_env_hook("install", "--engine", "containerd", "--root", str(node), "--python", PYTHON)
+    assert proc.returncode == 0, proc.stderr
+    with running(node, tmp_path / "daemon") as daemon:
+        daemon.import_image(containerd_image_archive)
+        client = CriClient(daemon.address)
+        try:
+            pod = start_pod(
+                client,
+                workdir=tmp_path,
+                handler=HANDLER,
+                image=CONTAINERD_IMAGE,
+                command=["/bin/sleep", "600"],
+                env={},
+            )
+            assert client.container_status(pod.container).state == client.pb.CONTAINER_RUNNING
+            remove_pod(client, pod.sandbox)
+        finally:
+            client.close()
+        assert daemon.shim_pids() == []
