@@ -220,24 +220,46 @@ def merge_tables(into: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def resolve_cri(chain: list[ConfigFile]) -> tuple[ConfigFile, dict[str, Any]]:
+def merged_cri(chain: list[ConfigFile]) -> dict[str, Any]:
+    """Return every file's CRI table merged per key, as containerd 2.x merges them."""
+    merged: dict[str, Any] = {}
+    for config in chain:
+        merged = merge_tables(merged, cri_table(config.document, chain[0].version) or {})
+    return merged
+
+
+def resolve_cri(chain: list[ConfigFile], root: str = "/") -> tuple[ConfigFile, dict[str, Any]]:
     """Return the file install appends to and the CRI table containerd ends up with.
 
     Versions 1 and 2 (containerd 1.x merges plugin tables whole): the last file in load order with a CRI
     table, and that table. Version 3 (containerd 2.x merges per key): the main config, and every file's
-    table merged.
+    table merged. A version-2 config is also read by containerd 2.x, per key: when the two readings give
+    different runtimes, install cannot tell which containerd runs and refuses.
     """
     version = chain[0].version
     if version == 3:
-        merged: dict[str, Any] = {}
-        for config in chain:
-            merged = merge_tables(merged, cri_table(config.document, version) or {})
-        return chain[0], merged
+        return chain[0], merged_cri(chain)
+    target, table = chain[0], {}
     for config in reversed(chain):
-        table = cri_table(config.document, version)
-        if table is not None:
-            return config, table
-    return chain[0], {}
+        found = cri_table(config.document, version)
+        if found is not None:
+            target, table = config, found
+            break
+
+    def runtime_view(cri: dict[str, Any]) -> Any:
+        section = cri.get("containerd")
+        return (
+            {key: section.get(key) for key in ("default_runtime_name", "runtimes")}
+            if isinstance(section, dict)
+            else {}
+        )
+
+    if runtime_view(table) != runtime_view(merged_cri(chain)):
+        raise InstallError(
+            f"{rooted(root, target.path)}: its CRI table and an earlier file's set the runtimes "
+            "differently (containerd 1.x uses only the last table, 2.x merges them); make them agree first"
+        )
+    return target, table
 
 
 def runtimes_of(cri: dict[str, Any], where: str) -> dict[str, Any]:
@@ -413,7 +435,7 @@ def load_source(root: str, config_path: str, data: bytes | None, version_option:
 def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
     """Decide the handler's tables and the edited bytes of the file they are appended to."""
     version = source.chain[0].version
-    target, cri = resolve_cri(source.chain)
+    target, cri = resolve_cri(source.chain, root)
     if source.template:
         target = ConfigFile(source.path, source.text, source.chain[0].document, version)
     where = rooted(root, target.path)

@@ -206,6 +206,26 @@ def test_v2_handler_goes_where_the_cri_table_containerd_uses_is(tmp_path: Path) 
     assert (target.path, cri) == ("/etc/containerd/conf.d/10-cri.toml", {"b": 2})
 
 
+def test_v2_split_runtimes_are_refused(tmp_path: Path) -> None:
+    """Version 2 with runtimes in the main config and a later CRI table without them: containerd 1.x and 2.x
+    would run different runtimes, so install cannot know which to copy, and refuses."""
+    node = write_node(
+        tmp_path / "node",
+        {
+            MAIN: V2_SYSTEMD.replace(
+                "version = 2\n", 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+            ),
+            "/etc/containerd/conf.d/10-cri.toml": f'version = 2\n[plugins."{CRI}"]\n  sandbox_image = "p:2"\n',
+        },
+    )
+    with pytest.raises(
+        InstallError,
+        match=rf"^{node}/etc/containerd/conf.d/10-cri.toml: its CRI table and an earlier file's set the runtimes "
+        r"differently \(containerd 1.x uses only the last table, 2.x merges them\); make them agree first$",
+    ):
+        install(node)
+
+
 def test_v3_handler_goes_to_the_main_config_and_sees_merged_tables(tmp_path: Path) -> None:
     """Version 3 (containerd 2.x merges per key): the main config is edited; the base runtime is merged."""
     plugin = "io.containerd.cri.v1.runtime"
