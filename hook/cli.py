@@ -61,6 +61,8 @@ KEY_HELP = {
     "env-file.max-bytes": "largest env file accepted",
     "env-file.on-missing": "'error' refuses a missing file, 'ignore' acts as if the variable were unset",
     "env-file.require-pod-binding": "refuse files without GPU_ENV_HOOK_POD_UID",
+    "env-file.pod-binding-engine": "whose annotations name the pod: containerd, crio, podman, docker or none "
+    "(empty: GPU_ENV_HOOK_ENGINE, which install --engine sets for the hook)",
 }
 
 
@@ -164,7 +166,8 @@ def load_settings(config: str | None, environ: dict[str, str] | os._Environ[str]
 
     path, required = find_config_path(config, environ)
     text = load_config_text(path, required=required)
-    return parse_config(text, source=path if text is not None else None)
+    engine = environ.get(envvars.GPU_ENV_HOOK_ENGINE)
+    return parse_config(text, source=path if text is not None else None, engine=engine)
 
 
 # --- resolve ---------------------------------------------------------------------------------------------

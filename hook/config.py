@@ -10,7 +10,7 @@ import os
 
 from hook import envvars
 from hook.configfile import CONFIG_ERROR_PREFIX, DEFAULT_RUNTIMES
-from hook.errors import ConfigError
+from hook.errors import ConfigError, escape
 from hook.records import Record
 
 TYPE_CHECKING = False
@@ -61,6 +61,8 @@ def default_settings(*, suse: bool = False) -> dict[str, Any]:
             "max-bytes": 65536,
             "on-missing": "error",
             "require-pod-binding": False,
+            # Empty: the engine in the hook's own GPU_ENV_HOOK_ENGINE (install --engine sets it), or none.
+            "pod-binding-engine": "",
         },
     }
 
@@ -88,6 +90,7 @@ class EnvFileSettings(Record):
     max_bytes: int
     on_missing: str
     require_pod_binding: bool
+    pod_binding_engine: str  # the engine in effect: the key's value, else GPU_ENV_HOOK_ENGINE, else "none"
 
 
 class Settings(Record):
@@ -111,14 +114,20 @@ class Settings(Record):
     env_file: EnvFileSettings
 
 
-def parse_config(text: str | None, *, source: str | None = None, suse: bool | None = None) -> Settings:
-    """Parse TOML text over the defaults and validate every known key; ``None`` means all defaults."""
+def parse_config(
+    text: str | None, *, source: str | None = None, suse: bool | None = None, engine: str | None = None
+) -> Settings:
+    """Parse TOML text over the defaults and validate every known key; ``None`` means all defaults.
+
+    ``engine`` is the hook's own ``GPU_ENV_HOOK_ENGINE`` (never anything from the container): the default
+    of ``[env-file] pod-binding-engine``.
+    """
     where = source or "<config>"
     if suse is None:
         suse = _host_is_suse()
     defaults = default_settings(suse=suse)
     merged = defaults if text is None else _merge(defaults, parse_toml(text, where), where, "")
-    return build_settings(merged, source=source)
+    return build_settings(merged, source=source, engine=engine)
 
 
 def parse_toml(text: str, where: str) -> dict[str, Any]:
@@ -136,9 +145,10 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
         raise ConfigError(f"{_PREFIX}{where}: invalid TOML: {err}") from None
 
 
-def build_settings(merged: dict[str, Any], *, source: str | None) -> Settings:
+def build_settings(merged: dict[str, Any], *, source: str | None, engine: str | None = None) -> Settings:
     """Turn a type-checked document (defaults filled in) into Settings, checking cross-key rules."""
     where = source or "<config>"
+    pod_binding_engine = resolve_pod_binding_engine(merged["env-file"]["pod-binding-engine"], engine, where)
     cli = merged["nvidia-container-cli"]
     runtime = merged["nvidia-container-runtime"]
     features = merged["features"]
@@ -176,10 +186,32 @@ def build_settings(merged: dict[str, Any], *, source: str | None) -> Settings:
             max_bytes=env_file["max-bytes"],
             on_missing=env_file["on-missing"],
             require_pod_binding=env_file["require-pod-binding"],
+            pod_binding_engine=pod_binding_engine,
         ),
     )
     _check_rules(settings, where)
     return settings
+
+
+def resolve_pod_binding_engine(configured: str, engine: str | None, where: str) -> str:
+    """Return the pod-binding engine in effect: the configured one, else the hook's GPU_ENV_HOOK_ENGINE,
+    else ``none``; an unknown name in either is an error (the pin is never checked against a guess)."""
+    names = ", ".join(envvars.POD_BINDING_ENGINES)
+    if configured:
+        if configured not in envvars.POD_BINDING_ENGINES:
+            raise ConfigError(
+                f"{_PREFIX}{where}: env-file.pod-binding-engine must be one of {names} "
+                f"(or empty: {envvars.GPU_ENV_HOOK_ENGINE} decides), got '{escape(configured)}'"
+            )
+        return configured
+    if not engine:
+        return "none"
+    if engine not in envvars.POD_BINDING_ENGINES:
+        raise ConfigError(
+            f"{_PREFIX}the hook's environment: {envvars.GPU_ENV_HOOK_ENGINE} must be one of {names}, "
+            f"got '{escape(engine)}'"
+        )
+    return engine
 
 
 def split_list(value: str) -> tuple[str, ...]:

@@ -134,7 +134,9 @@ def resolve_devices(
     devices = resolve_tokens(tokens)
     if not devices:
         return []
-    if privileged or accept_envvar_unprivileged or (sources and set(sources) <= trusted):
+    # Only an explicit device list from a pinned file passes: a legacy image's implied "all" never does.
+    explicit = bool(sources) and envvars.CUDA_VERSION not in sources
+    if privileged or accept_envvar_unprivileged or (explicit and set(sources) <= trusted):
         return devices
     # Upstream names the variables it read: a legacy image's implicit "all" counts as NVIDIA_VISIBLE_DEVICES.
     names = [envvars.NVIDIA_VISIBLE_DEVICES] if sources == [envvars.CUDA_VERSION] else sources

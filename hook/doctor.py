@@ -14,7 +14,7 @@ import re
 import stat
 from typing import Any, NamedTuple
 
-from hook import paths
+from hook import envvars, paths
 from hook.errors import HookError
 
 _BINARY_DIRS = tuple(paths.FIXED_PATH.split(":"))
@@ -48,6 +48,7 @@ def run_checks(*, root: str, config: str | None, environ: dict[str, str] | os._E
         if path not in seen:
             seen.add(path)
             checks.append(check_isolated(root, path, args))
+    checks.append(check_pod_binding(settings.env_file))
     return checks
 
 
@@ -71,13 +72,33 @@ def check_config(
         path = under(root, path)
     try:
         text = load_config_text(path, required=required)
-        settings = parse_config(text, source=path if text is not None else None)
+        engine = environ.get(envvars.GPU_ENV_HOOK_ENGINE)
+        settings = parse_config(text, source=path if text is not None else None, engine=engine)
     except HookError as err:
         return parse_config(None), Check(
             "config", ok=False, detail=str(err), fix="fix the file (gpu-env-hook validate config-toml)"
         )
     detail = f"{path} parses" if text is not None else f"{path} absent: defaults apply"
     return settings, Check("config", ok=True, detail=detail)
+
+
+def check_pod_binding(env_file: Any) -> Check:
+    """Which engine's annotations a pod pin is checked against (``[env-file] pod-binding-engine``, else
+    ``GPU_ENV_HOOK_ENGINE`` as doctor sees it), and whether env files can pass at all."""
+    name = "pod binding"
+    engine = env_file.pod_binding_engine
+    keys = envvars.POD_BINDING_ANNOTATIONS.get(engine)
+    if keys is not None:
+        return Check(name, ok=True, detail=f"{engine}: pins checked against {', '.join(keys)}")
+    fix = (
+        'set [env-file] pod-binding-engine = "containerd" or "crio" on a Kubernetes node '
+        "(install --engine sets GPU_ENV_HOOK_ENGINE for the hook)"
+    )
+    why = "no engine set" if engine == "none" else f"{engine}'s annotations are chosen by the user"
+    if env_file.require_pod_binding:
+        detail = f"{engine} ({why}): every env file is refused, as require-pod-binding is on"
+        return Check(name, ok=False, detail=detail, fix=fix)
+    return Check(name, ok=None, detail=f"{engine} ({why}): pinned env files are refused", fix=fix)
 
 
 def check_cli(root: str, settings: Any) -> Check:

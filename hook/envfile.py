@@ -16,8 +16,6 @@ from hook.errors import EnvFileError, escape, os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from hook.config import EnvFileSettings
 
 REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
@@ -207,36 +205,89 @@ def load_env_file_bytes(path: str, settings: EnvFileSettings) -> bytes:
 # --- parsing ---------------------------------------------------------------------------------------------
 
 
-def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, str], dict[str, str]]:
-    """Parse dotenv bytes strictly; return ``(variables, reserved)``, or refuse the whole file.
+class EnvFileText:
+    """An env file read as dotenv (syntax only): its bindings, and where it breaks the byte-level rules.
 
-    No interpolation ever; comments, blank lines, quotes and ``export`` are fine. A parse error, a key
-    without ``=``, a bad, duplicate or refused key, a NUL byte or invalid UTF-8 refuse the file.
+    The byte-level rules (no NUL, valid UTF-8) are reported only after the pin is checked, so that naming
+    another pod's file never tells which rule its content breaks.
     """
+
+    __slots__ = ("bad_utf8_line", "bindings", "nul_line")
+
+    def __init__(
+        self, bindings: list[tuple[str, str | None, int]], *, nul_line: int | None, bad_utf8_line: int | None
+    ) -> None:
+        self.bindings = bindings
+        self.nul_line = nul_line
+        self.bad_utf8_line = bad_utf8_line
+
+
+class EnvFileSyntaxError(EnvFileError):
+    """The file is not valid dotenv; ``bindings`` holds what was read before the line that breaks."""
+
+    def __init__(self, message: str, bindings: list[tuple[str, str | None, int]]) -> None:
+        super().__init__(message)
+        self.bindings = bindings
+
+
+def read_env_file(data: bytes, path: str) -> EnvFileText:
+    """Read dotenv bytes as python-dotenv would (without interpolation), in linear time: hook.dotenvreader.
+
+    Bytes that are not UTF-8 are read as stand-in characters (and reported later, with the NUL rule).
+    """
+    from hook.dotenvreader import DotenvSyntaxError, parse_dotenv
+
     nul = data.find(b"\0")
-    if nul >= 0:
-        raise refuse(path, "contains a NUL byte", line=data.count(b"\n", 0, nul) + 1)
+    nul_line = None if nul < 0 else data.count(b"\n", 0, nul) + 1
+    bad_utf8_line = None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise refuse(path, "is not valid UTF-8", line=data.count(b"\n", 0, err.start) + 1) from None
-    text = text.removeprefix("\ufeff")
+        bad_utf8_line = data.count(b"\n", 0, err.start) + 1
+        text = data.decode("utf-8", "surrogateescape")
+    try:
+        bindings = parse_dotenv(text)
+    except DotenvSyntaxError as err:
+        raise EnvFileSyntaxError(
+            refuse(path, "is not a valid dotenv line", line=err.line).args[0], err.bindings
+        ) from None
+    return EnvFileText(bindings, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
 
-    import io
 
-    parse_stream = load_dotenv_parser().parse_stream
+def find_pins(bindings: list[tuple[str, str | None, int]], path: str) -> dict[str, str]:
+    """Return the reserved pin keys of the file (``GPU_ENV_HOOK_POD_UID``, ``..._CONTAINER_NAME``).
 
-    values: dict[str, str] = {}
-    reserved: dict[str, str] = {}
+    A pin key set twice, without ``=`` or to an empty value is refused: the pin must be unambiguous.
+    """
+    pins: dict[str, str] = {}
     first_line: dict[str, int] = {}
-    for binding in parse_stream(io.StringIO(text)):
-        line = binding.original.line
-        if binding.error:
-            raise refuse(path, "is not a valid dotenv line", line=line)
-        key = binding.key
-        if key is None:
+    for key, value, line in bindings:
+        if key not in envvars.RESERVED_KEYS:
             continue
-        if binding.value is None:
+        if key in first_line:
+            raise refuse(path, f"duplicate key (first set on line {first_line[key]})", line=line)
+        first_line[key] = line
+        if value is None:
+            raise refuse(path, f"{key} has no '=' ({key}=value expected)", line=line)
+        if not value:
+            raise refuse(path, f"{key} must not be empty", line=line)
+        pins[key] = value
+    return pins
+
+
+def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, str]:
+    """Apply every content rule to a read file; return the variables to merge (pin keys left out).
+
+    A NUL byte, invalid UTF-8, a key without ``=``, a bad, duplicate or refused key refuse the whole file.
+    """
+    if text.nul_line is not None:
+        raise refuse(path, "contains a NUL byte", line=text.nul_line)
+    if text.bad_utf8_line is not None:
+        raise refuse(path, "is not valid UTF-8", line=text.bad_utf8_line)
+    values: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for key, value, line in text.bindings:
+        if value is None:
             raise refuse(path, "a key has no '=' (KEY=value expected)", line=line)
         if not is_env_name(key):
             raise refuse(path, "a key must match [A-Za-z_][A-Za-z0-9_]*", line=line)
@@ -246,43 +297,17 @@ def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, 
         rule = refused_key_rule(key, variable)
         if rule is not None:
             raise refuse(path, f"a key matching {rule} may not be set from an env file", line=line)
-        if key in envvars.RESERVED_KEYS:
-            reserved[key] = binding.value
-        else:
-            values[key] = binding.value
-    return values, reserved
+        if key not in envvars.RESERVED_KEYS:
+            values[key] = value
+    return values
 
 
-def load_dotenv_parser() -> ModuleType:
-    """Return python-dotenv's ``dotenv.parser`` module without running the package's ``__init__``.
-
-    ``import dotenv.parser`` first runs ``dotenv/__init__.py``, which imports ``dotenv.main`` (logging,
-    tempfile, pathlib, ...) for file helpers the hook never uses: that costs about three interpreter starts.
-    parser.py itself needs only codecs, re and typing. It is the same file, loaded by the standard source
-    loader; a relative import in a future version would still work (it would import the package normally).
-    """
-    import sys
-
-    module = sys.modules.get("dotenv.parser")
-    if module is not None:
-        return module
-    from importlib.machinery import PathFinder, SourceFileLoader
-
-    spec = PathFinder.find_spec("dotenv")
-    locations = spec.submodule_search_locations if spec is not None else None
-    if not locations:
-        import dotenv.parser
-
-        return dotenv.parser
-    path = os.path.join(locations[0], "parser.py")
-    loader = SourceFileLoader("dotenv.parser", path)
-    module = type(sys)("dotenv.parser")
-    module.__file__ = path
-    module.__package__ = "dotenv"
-    module.__loader__ = loader
-    loader.exec_module(module)
-    sys.modules["dotenv.parser"] = module  # the package, if ever imported, reuses this very module
-    return module
+def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Read dotenv bytes strictly; return ``(variables, pins)``, or refuse the whole file (no pin check:
+    the hook checks the pin between :func:`find_pins` and :func:`check_content`)."""
+    text = read_env_file(data, path)
+    pins = find_pins(text.bindings, path)
+    return check_content(text, path, variable=variable), pins
 
 
 def refused_key_rule(key: str, variable: str) -> str | None:
@@ -303,35 +328,62 @@ def refused_key_rule(key: str, variable: str) -> str | None:
 
 
 def resolve_binding(
-    reserved: dict[str, str], annotations: dict[str, str], path: str, *, required: bool
+    pins: dict[str, str], annotations: dict[str, str], path: str, *, required: bool, engine: str
 ) -> bool:
-    """Check the file's pin against the container's pod annotations; return whether it is pinned."""
-    pod_uid = reserved.get(envvars.GPU_ENV_HOOK_POD_UID)
-    container = reserved.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME)
+    """Check the file's pin against the container's annotations; return whether it is pinned.
+
+    Only the annotations of ``engine`` (``[env-file] pod-binding-engine``) count: each CRI engine sets its
+    own pair itself, over anything a pod passes through, while the other engine's keys may be copied from
+    the pod's own annotations. A missing key is a refusal, never a reason to look at another key. podman,
+    docker and ``none`` have no annotation a pin can be checked against: a pinned file is refused there.
+    """
+    pod_uid = pins.get(envvars.GPU_ENV_HOOK_POD_UID)
+    container = pins.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME)
     if pod_uid is None:
         if container is not None:
             raise refuse(path, f"{envvars.GPU_ENV_HOOK_CONTAINER_NAME} needs {envvars.GPU_ENV_HOOK_POD_UID}")
         if required:
             raise refuse(path, f"is not pinned to a pod ({envvars.GPU_ENV_HOOK_POD_UID} is required)")
         return False
-    _match_annotation(pod_uid, annotations, envvars.POD_UID_ANNOTATIONS, path, "pod")
+    keys = envvars.POD_BINDING_ANNOTATIONS.get(engine)
+    if keys is None:
+        if engine == "none":
+            raise refuse(
+                path,
+                "is pinned to a pod, but no pod-binding-engine is set "
+                f"(env-file.pod-binding-engine, or {envvars.GPU_ENV_HOOK_ENGINE} from install --engine)",
+            )
+        raise refuse(
+            path,
+            f"is pinned to a pod, but pod-binding-engine is {engine}, whose annotations are chosen by "
+            "whoever starts the container: the pin cannot be checked",
+        )
+    _match_annotation(pod_uid, annotations, keys[0], path, what="pod", engine=engine)
     if container is not None:
-        _match_annotation(container, annotations, envvars.CONTAINER_NAME_ANNOTATIONS, path, "container")
+        _match_annotation(container, annotations, keys[1], path, what="container", engine=engine)
     return True
 
 
-def _match_annotation(
-    pinned: str, annotations: dict[str, str], keys: tuple[str, ...], path: str, what: str
-) -> None:
-    """Refuse unless the first annotation present among ``keys`` equals the pinned value."""
-    for key in keys:
-        if key in annotations:
-            if annotations[key] != pinned:
-                raise refuse(path, f"is pinned to another {what} (annotation {key} differs)")
-            return
-    raise refuse(
-        path, f"is pinned to a {what} but the container has no {what} annotation ({', '.join(keys)})"
+def check_pins(
+    pins: dict[str, str], annotations: dict[str, str], path: str, settings: EnvFileSettings
+) -> bool:
+    """:func:`resolve_binding` with the engine and requirement of ``settings``."""
+    return resolve_binding(
+        pins, annotations, path, required=settings.require_pod_binding, engine=settings.pod_binding_engine
     )
+
+
+def _match_annotation(
+    pinned: str, annotations: dict[str, str], key: str, path: str, *, what: str, engine: str
+) -> None:
+    """Refuse unless the engine's annotation ``key`` is present and equals the pinned value."""
+    if key not in annotations:
+        raise refuse(
+            path,
+            f"is pinned to a {what} but the container has no {key} annotation (pod-binding-engine {engine})",
+        )
+    if annotations[key] != pinned:
+        raise refuse(path, f"is pinned to another {what} (annotation {key} differs)")
 
 
 def merge_env(entries: list[str], values: dict[str, str]) -> list[str]:
@@ -364,8 +416,16 @@ def resolve_env_file(
         if settings.on_missing == "ignore":
             return None
         raise
-    values, reserved = parse_env_file(data, path, variable=settings.variable)
-    pinned = resolve_binding(reserved, annotations, path, required=settings.require_pod_binding)
+    # The pin first: naming another pod's file must not tell which content rule that file breaks.
+    try:
+        text = read_env_file(data, path)
+    except EnvFileSyntaxError as err:
+        pins = find_pins(err.bindings, path)
+        if pins:  # pinned before the line that breaks: that pin is checked first
+            check_pins(pins, annotations, path, settings)
+        raise
+    pinned = check_pins(find_pins(text.bindings, path), annotations, path, settings)
+    values = check_content(text, path, variable=settings.variable)
     return EnvFile(path=path, values=values, pinned=pinned)
 
 

@@ -27,9 +27,15 @@ GPU_ENV_HOOK_POD_UID = "GPU_ENV_HOOK_POD_UID"
 GPU_ENV_HOOK_CONTAINER_NAME = "GPU_ENV_HOOK_CONTAINER_NAME"
 RESERVED_KEYS = (GPU_ENV_HOOK_POD_UID, GPU_ENV_HOOK_CONTAINER_NAME)
 
-# OCI annotations that name the pod and container, per CRI implementation.
-POD_UID_ANNOTATIONS = ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid")
-CONTAINER_NAME_ANNOTATIONS = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name")
+# ``[env-file] pod-binding-engine``: whose OCI annotations name the pod and the container. Each CRI engine
+# sets its own pair itself, after (so over) anything a pod passes through; see docs/env-file.md. podman's
+# and docker's annotations are whatever the user starting the container passes, so a pin means nothing
+# there; "none": no engine known.
+POD_BINDING_ENGINES = ("containerd", "crio", "podman", "docker", "none")
+POD_BINDING_ANNOTATIONS = {
+    "containerd": ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.cri.container-name"),
+    "crio": ("io.kubernetes.pod.uid", "io.kubernetes.container.name"),
+}
 
 # Go's unicode.IsSpace set, so that "trimmed" means what it means upstream (strings.TrimSpace).
 GO_SPACE = (

@@ -17,6 +17,7 @@ from hook.bundle import (
     spec_annotations,
 )
 from hook.configfile import find_config_path, load_config_text
+from hook.envvars import GPU_ENV_HOOK_ENGINE
 from hook.errors import os_error
 from hook.specenv import merge_spec_env, spec_may_matter
 
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
     from hook.prestart import Options
 
 
-def resolve_precreate(raw: bytes, config_text: str | None, *, source: str | None) -> bytes:
+def resolve_precreate(
+    raw: bytes, config_text: str | None, *, source: str | None, engine: str | None = None
+) -> bytes:
     """Return the config to give podman: ``raw`` itself unless the env file changes ``process.env``."""
     if not spec_may_matter(raw, config_text, gpu=False):
         return raw
@@ -37,7 +40,7 @@ def resolve_precreate(raw: bytes, config_text: str | None, *, source: str | None
 
     from hook.config import parse_config
 
-    settings = parse_config(config_text, source=source)
+    settings = parse_config(config_text, source=source, engine=engine)
     env_file, entries = merge_spec_env(document, spec_annotations(document), settings.env_file)
     if env_file is None or entries == process_env(document):
         return raw
@@ -59,7 +62,8 @@ def run_precreate(
     config_path, required = find_config_path(options.config, environ)
     config_text = load_config_text(config_path, required=required)
     raw = load_proposed_spec(stdin)
-    result = resolve_precreate(raw, config_text, source=config_path if config_text is not None else None)
+    source = config_path if config_text is not None else None
+    result = resolve_precreate(raw, config_text, source=source, engine=environ.get(GPU_ENV_HOOK_ENGINE))
     try:
         stdout.write(result)
         stdout.flush()

@@ -120,7 +120,11 @@ def resolve_container(
     from hook.envfile import merge_env, resolve_env_file, show_path
     from hook.request import resolve_request
 
-    settings = parse_config(config_text, source=config_path if config_text is not None else None)
+    settings = parse_config(
+        config_text,
+        source=config_path if config_text is not None else None,
+        engine=environ.get(envvars.GPU_ENV_HOOK_ENGINE),
+    )
     annotations = {**spec_annotations(spec.document), **state.annotations}
     if options.env_file_merged is not None:  # the shim read, checked and merged it: one read per container
         from hook.handoff import take_handoff

@@ -17,11 +17,11 @@ import stat
 from hook import envvars
 from hook.config import EnvFileSettings, default_settings, is_env_name
 from hook.envfile import (
+    check_pins,
     load_env_file_bytes,
     parse_env_file,
     refuse,
     refused_key_rule,
-    resolve_binding,
     split_beneath,
 )
 from hook.errors import EnvFileError, HookError, UsageError, os_error
@@ -58,6 +58,7 @@ def default_env_file_settings() -> EnvFileSettings:
         max_bytes=table["max-bytes"],
         on_missing=table["on-missing"],
         require_pod_binding=table["require-pod-binding"],
+        pod_binding_engine=table["pod-binding-engine"] or "none",
     )
 
 
@@ -105,6 +106,12 @@ def build_env_file(
     settings = settings or default_env_file_settings()
     if container is not None and pod_uid is None:
         raise refuse(path, f"{envvars.GPU_ENV_HOOK_CONTAINER_NAME} needs {envvars.GPU_ENV_HOOK_POD_UID}")
+    for name, pin in (
+        (envvars.GPU_ENV_HOOK_POD_UID, pod_uid),
+        (envvars.GPU_ENV_HOOK_CONTAINER_NAME, container),
+    ):
+        if pin == "":
+            raise refuse(path, f"{name} must not be empty (the hook refuses an empty pin)")
     lines = [_HEADER]
     pins = ((envvars.GPU_ENV_HOOK_POD_UID, pod_uid), (envvars.GPU_ENV_HOOK_CONTAINER_NAME, container))
     lines += [_line(key, value, path) for key, value in pins if value is not None]
@@ -280,18 +287,20 @@ def _binding_step(
     """Check the pod pin as the hook would, against the given pod uid / container name when there are."""
     pin = reserved.get(envvars.GPU_ENV_HOOK_POD_UID)
     pinned_container = reserved.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME)
+    # The container's annotations as the engine in effect (pod-binding-engine) would set them.
+    pod_key, container_key = envvars.POD_BINDING_ANNOTATIONS.get(settings.pod_binding_engine, ("", ""))
     annotations: dict[str, str] = {}
     if pod_uid is not None:
-        annotations[envvars.POD_UID_ANNOTATIONS[0]] = pod_uid
+        annotations[pod_key] = pod_uid
     if container is not None:
-        annotations[envvars.CONTAINER_NAME_ANNOTATIONS[0]] = container
+        annotations[container_key] = container
     if pin is not None and pod_uid is None:
         # Without the container's annotations only the pin's shape can be checked.
-        annotations = {envvars.POD_UID_ANNOTATIONS[0]: pin}
+        annotations = {pod_key: pin}
         if pinned_container is not None:
-            annotations[envvars.CONTAINER_NAME_ANNOTATIONS[0]] = pinned_container
+            annotations[container_key] = pinned_container
     try:
-        pinned = resolve_binding(reserved, annotations, path, required=settings.require_pod_binding)
+        pinned = check_pins(reserved, annotations, path, settings)
     except EnvFileError as err:
         return CheckStep("binding", ok=False, detail=str(err))
     if not pinned:

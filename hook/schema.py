@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 from hook.config import MAX_ENV_FILE_BYTES, default_settings
+from hook.envvars import POD_BINDING_ENGINES
 from hook.errors import ConfigError, HookError, decode_error_reason, json_kind
 
 KINDS = {
@@ -35,6 +36,7 @@ CONFIG_TOML_RULES: dict[str, dict[str, Any]] = {
     "env-file.directories": {"items": {"type": "string", "pattern": "^/"}},
     "env-file.on-missing": {"enum": ["error", "ignore"]},
     "env-file.max-bytes": {"minimum": 1, "maximum": MAX_ENV_FILE_BYTES},
+    "env-file.pod-binding-engine": {"enum": ["", *POD_BINDING_ENGINES]},
 }
 
 

@@ -17,6 +17,7 @@ import os
 import sys
 
 from hook.configfile import find_config_path, load_config_text
+from hook.envvars import GPU_ENV_HOOK_ENGINE
 from hook.errors import LINE_LIMIT, ExecError, HookError, SpecError, escape
 from hook.paths import FIXED_PATH
 
@@ -210,6 +211,9 @@ def build_hook_entry(
     xdg = environ.get("XDG_CONFIG_HOME", "")
     if config_path is None and xdg:
         env.append(f"XDG_CONFIG_HOME={xdg}")
+    engine = environ.get(GPU_ENV_HOOK_ENGINE)
+    if engine:  # the hook checks pod pins against the same engine's annotations as the shim
+        env.append(f"{GPU_ENV_HOOK_ENGINE}={engine}")
     return {"path": executable, "args": args, "env": env}
 
 
@@ -225,7 +229,12 @@ def add_prestart_hook(document: dict[str, object], hook: dict[str, object]) -> d
 
 
 def resolve_spec(
-    document: dict[str, object], config_text: str | None, *, source: str | None, hook: dict[str, object]
+    document: dict[str, object],
+    config_text: str | None,
+    *,
+    source: str | None,
+    hook: dict[str, object],
+    engine: str | None = None,
 ) -> dict[str, object] | None:
     """Decide the edited spec for a checked config.json, or None when it stays as it is (pure but for
     reading the env file)."""
@@ -242,7 +251,7 @@ def resolve_spec(
     from hook.privilege import resolve_privileged
     from hook.specenv import merge_spec_env
 
-    settings = parse_config(config_text, source=source)
+    settings = parse_config(config_text, source=source, engine=engine)
     env_file, merged = merge_spec_env(document, spec_annotations(document), settings.env_file)
     trusted = frozenset(env_file.values) if env_file is not None and env_file.pinned else frozenset()
     devices = resolve_devices(
@@ -335,7 +344,8 @@ def write_bundle(
     document = parse_spec(raw)
     check_spec(document)
     hook = build_hook_entry(sys.executable, source, environ)
-    edited = resolve_spec(document, config_text, source=source, hook=hook)
+    engine = environ.get(GPU_ENV_HOOK_ENGINE)
+    edited = resolve_spec(document, config_text, source=source, hook=hook, engine=engine)
     if edited is not None:
         write_spec(path, edited)
 

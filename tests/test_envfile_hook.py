@@ -16,11 +16,12 @@ CONTAINERD_POD = {"io.kubernetes.cri.sandbox-uid": "uid-1", "io.kubernetes.cri.c
 
 @pytest.fixture
 def env_config(make_config: MakeConfig, tmp_path: Path) -> MakeConfig:
-    """A config whose [env-file] directory is tmp/nvidia-env, plus any extra [env-file] keys."""
+    """A config whose [env-file] directory is tmp/nvidia-env on a containerd node, plus extra [env-file] keys."""
 
-    def make(env_file_keys: str = "", top: str = "") -> Path:
+    def make(env_file_keys: str = "", top: str = "", engine: str = "containerd") -> Path:
         return make_config(
-            f'{top}\n[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n{env_file_keys}\n'
+            f'{top}\n[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n'
+            f'pod-binding-engine = "{engine}"\n{env_file_keys}\n'
         )
 
     return make
@@ -147,6 +148,77 @@ def test_pinned_devices_pass_the_unprivileged_gate(
     assert "GPU_ENV_HOOK_POD_UID=uid-1" not in spec_env(bundle)
 
 
+def test_pinned_legacy_cuda_version_does_not_pass_the_unprivileged_gate(
+    make_bundle: MakeBundle, env_config: MakeConfig, make_env_file: MakeEnvFile, run_hook: RunHook
+) -> None:
+    """A pinned file holding only CUDA_VERSION (a legacy image's implied "all") gets no device past the gate:
+    only an explicit device list from a pinned file does."""
+    env_file = make_env_file("GPU_ENV_HOOK_POD_UID=uid-1\nCUDA_VERSION=12.0\n")
+    bundle = make_bundle([f"{VAR}={env_file}"], annotations=CONTAINERD_POD)
+    config = env_config(top="accept-nvidia-visible-devices-envvar-when-unprivileged = false")
+    run = run_hook(bundle, config=config)
+    assert run.returncode == 0, run.stderr
+    assert run.record is None
+    assert run.stderr.endswith(
+        'level=warning msg="Ignoring devices requested by environment variable(s) in unprivileged '
+        'container: [NVIDIA_VISIBLE_DEVICES]"\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("engine", "annotations"),
+    [
+        pytest.param(
+            "crio",
+            {"io.kubernetes.pod.uid": "attacker", "io.kubernetes.cri.sandbox-uid": "victim"},
+            id="crio-pod-annotated-with-containerds-pod-key",
+        ),
+        pytest.param("crio", {"io.kubernetes.cri.sandbox-uid": "victim"}, id="crio-key-missing"),
+        pytest.param("none", {"io.kubernetes.cri.sandbox-uid": "victim"}, id="no-engine-configured"),
+    ],
+)
+def test_cri_o_pin_bypass_is_refused(
+    make_bundle: MakeBundle,
+    env_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    run_hook: RunHook,
+    engine: str,
+    annotations: dict[str, str],
+) -> None:
+    """On CRI-O a pod's own annotations reach its containers: a pod annotated with containerd's key and the
+    victim's uid never gets the victim's pinned file (nor does any pod where no engine is configured)."""
+    env_file = make_env_file("GPU_ENV_HOOK_POD_UID=victim\nNVIDIA_VISIBLE_DEVICES=0\n")
+    bundle = make_bundle(["NVIDIA_VISIBLE_DEVICES=void", f"{VAR}={env_file}"], annotations=annotations)
+    config = env_config("require-pod-binding = true", engine=engine)
+    run = run_hook(bundle, config=config)
+    assert run.returncode == 1
+    assert run.stderr.startswith(f"env file '{env_file}': is pinned to ")
+    assert run.stderr.count("\n") == 1
+    assert run.record is None
+    assert run.spec_after == run.spec_before
+
+
+def test_engine_comes_from_the_hooks_own_environment(
+    make_bundle: MakeBundle,
+    make_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    run_hook: RunHook,
+    tmp_path: Path,
+) -> None:
+    """Without the config key, GPU_ENV_HOOK_ENGINE (set by what install writes) names the engine; the
+    container's own environment never does."""
+    env_file = make_env_file("GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0\n")
+    config = make_config(f'[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n')
+    crio = {"io.kubernetes.pod.uid": "uid-1"}
+    bundle = make_bundle([f"{VAR}={env_file}", "GPU_ENV_HOOK_ENGINE=crio"], annotations=crio)
+    refused = run_hook(bundle, config=config)
+    assert refused.returncode == 1
+    assert "no pod-binding-engine is set" in refused.stderr
+    accepted = run_hook(bundle, config=config, env={"GPU_ENV_HOOK_ENGINE": "crio"})
+    assert accepted.returncode == 0, accepted.stderr
+    assert "--device=0" in accepted.cli_argv
+
+
 def test_pin_from_the_state_annotations(
     make_bundle: MakeBundle, env_config: MakeConfig, make_env_file: MakeEnvFile, run_hook: RunHook
 ) -> None:
@@ -154,7 +226,7 @@ def test_pin_from_the_state_annotations(
     env_file = make_env_file("GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0\n")
     bundle = make_bundle([f"{VAR}={env_file}"])
     state = {"pid": 7, "bundle": str(bundle), "annotations": {"io.kubernetes.pod.uid": "uid-1"}}
-    run = run_hook(bundle, config=env_config(), state=state)
+    run = run_hook(bundle, config=env_config(engine="crio"), state=state)
     assert run.returncode == 0, run.stderr
     assert "--pid=7" in run.cli_argv
 

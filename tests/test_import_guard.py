@@ -183,14 +183,8 @@ SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubs
 DEVICES = frozenset({"hook.devices", "hook.cdi", "hook.cdi.names"})
 REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
-# python-dotenv's parser (re, typing and what they import), loaded only when a container names an env file.
-DOTENV_PARSER = frozenset(
-    {"dotenv.parser", "_collections", "_functools", "_sre", "_typing", "collections", "collections.abc",
-     "contextlib", "copyreg", "enum", "functools", "importlib", "importlib._bootstrap",
-     "importlib._bootstrap_external", "importlib.machinery", "itertools", "keyword", "operator", "re",
-     "re._casefix", "re._compiler", "re._constants", "re._parser", "reprlib", "types", "typing", "typing.io",
-     "typing.re", "warnings"}
-)  # fmt: skip
+# The env-file reader: hook.dotenvreader (linear, no re, no typing), loaded only when a container names one.
+DOTENV_PARSER = frozenset({"hook.dotenvreader"})
 # The env-file commands a device plugin runs per container: no typer, no hashlib (OpenSSL), no typing.
 PRODUCER = ENTRY - {"hook.paths"} | SETTINGS | {"hook.__main__", "hook.producercli", "hook.producer"}
 PINNED = {

@@ -37,10 +37,10 @@ def invoke(*args: str, config: Path | None = None) -> tuple[int, str, str]:
 
 @pytest.fixture
 def env_config(make_config: MakeConfig, tmp_path: Path) -> Path:
-    """A config.toml whose [env-file] directory is tmp/nvidia-env (created, mode 0755)."""
+    """A config.toml whose [env-file] directory is tmp/nvidia-env (created, mode 0755), on a containerd node."""
     directory = tmp_path / "nvidia-env"
     directory.mkdir(mode=0o755)
-    return make_config(f'[env-file]\ndirectories = ["{directory}"]\n')
+    return make_config(f'[env-file]\ndirectories = ["{directory}"]\npod-binding-engine = "containerd"\n')
 
 
 # --- run_cli: exit codes and one-line errors -------------------------------------------------------------
@@ -207,6 +207,20 @@ def test_env_file_write_then_check_through_both_paths(env_config: Path, tmp_path
     proc = hook("env-file", "check", str(path), "--pod-uid", "p2", config=env_config)
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[-1].startswith("✗  binding")
+
+
+def test_env_file_write_refuses_an_empty_pin(env_config: Path, tmp_path: Path) -> None:
+    """``--pod-uid ""`` (or an empty container name) is refused: the hook would refuse the file."""
+    path = tmp_path / "nvidia-env" / "a.env"
+    for option in ("--pod-uid", "--container"):
+        pod = [] if option == "--pod-uid" else ["--pod-uid", "p1"]
+        proc = hook("env-file", "write", str(path), "A=1", *pod, option, "", config=env_config)
+        name = "GPU_ENV_HOOK_POD_UID" if option == "--pod-uid" else "GPU_ENV_HOOK_CONTAINER_NAME"
+        assert (proc.returncode, proc.stderr) == (
+            1,
+            f"gpu-env-hook: env file '{path}': {name} must not be empty (the hook refuses an empty pin)\n",
+        )
+        assert not path.exists()
 
 
 def test_env_file_write_refuses_a_refused_key_through_both_paths(env_config: Path, tmp_path: Path) -> None:

@@ -173,9 +173,9 @@ def test_resolve_agrees_with_the_hook(
     )
     env = [entry.format(file=file_path) for entry in case.env]
     bundle = make_bundle(env, privileged=case.privileged, mounts=case.mounts, annotations=case.annotations)
-    config = make_config(
-        cli=case.cli, extra=f'{case.extra}\n[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n'
-    )
+    env_dir = tmp_path / "nvidia-env"
+    env_file_table = f'[env-file]\ndirectories = ["{env_dir}"]\npod-binding-engine = "containerd"\n'
+    config = make_config(cli=case.cli, extra=f"{case.extra}\n{env_file_table}")
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"pid": 4242, "bundle": str(bundle)}), encoding="utf-8")
 

@@ -469,3 +469,21 @@ def test_resolve_imex_channels(
     )
     assert result == channels
     assert warnings(capsys.readouterr().err) == warned
+
+
+def test_resolve_devices_legacy_cuda_version_never_passes_as_trusted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pinned file's CUDA_VERSION (a legacy image's implied "all") does not pass the unprivileged gate:
+    only an explicit device list from a pinned file does."""
+    devices = resolve_devices(
+        {"CUDA_VERSION": "12.0"},
+        [],
+        swarm_resource=(),
+        accept_volume_mounts=False,
+        accept_envvar_unprivileged=False,
+        privileged=False,
+        trusted=frozenset({"CUDA_VERSION"}),
+    )
+    assert devices == []
+    assert warnings(capsys.readouterr().err) == [NVD_ENV_WARNING + "[NVIDIA_VISIBLE_DEVICES]"]

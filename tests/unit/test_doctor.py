@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from hook import paths
 from hook.cli import build_app
-from hook.doctor import Check, check_isolated, run_checks
+from hook.config import parse_config
+from hook.doctor import Check, check_isolated, check_pod_binding, run_checks
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="ownership checks expect root-owned trees")
 WRAPPER = '#!/bin/sh\nexec /usr/bin/python3 -I -m hook "$@"\n'
@@ -67,8 +68,9 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "Docker",
         "containerd drop-ins",
         f"isolated {paths.HOOK_WRAPPER}",
+        "pod binding",
     ]
-    assert [check.ok for check in checks] == [True, True, True, True, None, None, None, None, True]
+    assert [check.ok for check in checks] == [True, True, True, True, None, None, None, None, True, None]
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
     assert result.exit_code == 0
     assert result.stdout.splitlines()[3].split() == [
@@ -228,7 +230,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 9
+    assert len(checks) == 10
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
@@ -252,3 +254,52 @@ def test_python_as_the_entry_needs_isolate_flag_in_its_args(
 ) -> None:
     """An entry that runs Python itself must pass -I in its args."""
     assert check_isolated(str(tmp_path), path, args).ok is ok
+
+
+@pytest.mark.parametrize(
+    ("engine", "required", "ok", "detail"),
+    [
+        pytest.param(
+            "containerd",
+            True,
+            True,
+            "containerd: pins checked against io.kubernetes.cri.sandbox-uid, io.kubernetes.cri.container-name",
+            id="containerd",
+        ),
+        pytest.param(
+            "crio",
+            False,
+            True,
+            "crio: pins checked against io.kubernetes.pod.uid, io.kubernetes.container.name",
+            id="crio",
+        ),
+        pytest.param("none", False, None, "none (no engine set): pinned env files are refused", id="none"),
+        pytest.param(
+            "none",
+            True,
+            False,
+            "none (no engine set): every env file is refused, as require-pod-binding is on",
+            id="none-with-pins-required",
+        ),
+        pytest.param(
+            "podman",
+            False,
+            None,
+            "podman (podman's annotations are chosen by the user): pinned env files are refused",
+            id="podman",
+        ),
+    ],
+)
+def test_check_pod_binding(engine: str, required: bool, ok: bool | None, detail: str) -> None:
+    """The pod-binding check names the engine's keys, or says what is refused and how to set it."""
+    settings = parse_config(None, suse=False, engine=engine).env_file._replace(require_pod_binding=required)
+    check = check_pod_binding(settings)
+    assert (check.name, check.ok, check.detail) == ("pod binding", ok, detail)
+    assert (check.fix == "") is (ok is True)
+
+
+def test_pod_binding_engine_from_the_environment(good_tree: Path) -> None:
+    """doctor reads GPU_ENV_HOOK_ENGINE as the hook does when config.toml does not name the engine."""
+    checks = run_checks(root=str(good_tree), config=None, environ={"GPU_ENV_HOOK_ENGINE": "crio"})
+    assert checks[-1].ok is True
+    assert checks[-1].detail.startswith("crio: ")

@@ -416,30 +416,47 @@ CONTAINER = "GPU_ENV_HOOK_CONTAINER_NAME"
 
 
 @pytest.mark.parametrize(
-    ("reserved", "annotations", "required", "pinned"),
+    ("pins", "annotations", "engine", "required", "pinned"),
     [
-        pytest.param({}, {}, False, False, id="unpinned"),
-        pytest.param({POD: "uid-1"}, CONTAINERD, False, True, id="containerd-pod"),
-        pytest.param({POD: "uid-1"}, CRIO, False, True, id="crio-pod"),
+        pytest.param({}, {}, "none", False, False, id="unpinned"),
+        pytest.param({}, {}, "podman", False, False, id="unpinned-podman"),
+        pytest.param({POD: "uid-1"}, CONTAINERD, "containerd", False, True, id="containerd-pod"),
+        pytest.param({POD: "uid-1"}, CRIO, "crio", False, True, id="crio-pod"),
         pytest.param(
-            {POD: "uid-1", CONTAINER: "main"}, CONTAINERD, True, True, id="containerd-pod-and-container"
+            {POD: "uid-1", CONTAINER: "main"},
+            CONTAINERD,
+            "containerd",
+            True,
+            True,
+            id="containerd-pod-and-container",
         ),
-        pytest.param({POD: "uid-1", CONTAINER: "main"}, CRIO, True, True, id="crio-pod-and-container"),
+        pytest.param(
+            {POD: "uid-1", CONTAINER: "main"}, CRIO, "crio", True, True, id="crio-pod-and-container"
+        ),
+        pytest.param(
+            {POD: "uid-1"},
+            {**CRIO, "io.kubernetes.cri.sandbox-uid": "uid-9"},
+            "crio",
+            False,
+            True,
+            id="crio-ignores-a-pod-annotation-with-containerds-key",
+        ),
     ],
 )
 def test_binding_accepts(
-    reserved: dict[str, str], annotations: dict[str, str], required: bool, pinned: bool
+    pins: dict[str, str], annotations: dict[str, str], engine: str, required: bool, pinned: bool
 ) -> None:
-    """A pin that matches the CRI annotations (containerd's or CRI-O's) binds the file."""
-    assert resolve_binding(reserved, annotations, "/f", required=required) is pinned
+    """A pin that matches the annotations of the configured engine binds the file."""
+    assert resolve_binding(pins, annotations, "/f", required=required, engine=engine) is pinned
 
 
 @pytest.mark.parametrize(
-    ("reserved", "annotations", "required", "message"),
+    ("pins", "annotations", "engine", "required", "message"),
     [
         pytest.param(
             {POD: "uid-2"},
             CONTAINERD,
+            "containerd",
             False,
             r"^env file '/f': is pinned to another pod \(annotation io\.kubernetes\.cri\.sandbox-uid differs\)$",
             id="pod-mismatch",
@@ -447,21 +464,77 @@ def test_binding_accepts(
         pytest.param(
             {POD: "uid-1", CONTAINER: "sidecar"},
             CRIO,
+            "crio",
             False,
             r"^env file '/f': is pinned to another container \(annotation io\.kubernetes\.container\.name differs\)$",
             id="container-mismatch",
         ),
         pytest.param(
-            {POD: "uid-1"},
-            {},
+            {POD: "victim"},
+            {**CRIO, "io.kubernetes.cri.sandbox-uid": "victim"},
+            "crio",
             False,
-            r"^env file '/f': is pinned to a pod but the container has no pod annotation "
-            r"\(io\.kubernetes\.cri\.sandbox-uid, io\.kubernetes\.pod\.uid\)$",
-            id="pin-without-annotation",
+            r"^env file '/f': is pinned to another pod \(annotation io\.kubernetes\.pod\.uid differs\)$",
+            id="crio-bypass-pod-annotated-with-containerds-uid-key",
+        ),
+        pytest.param(
+            {POD: "uid-1", CONTAINER: "victim"},
+            {**CRIO, "io.kubernetes.cri.container-name": "victim"},
+            "crio",
+            False,
+            r"^env file '/f': is pinned to another container "
+            r"\(annotation io\.kubernetes\.container\.name differs\)$",
+            id="crio-bypass-pod-annotated-with-containerds-name-key",
+        ),
+        pytest.param(
+            {POD: "victim"},
+            {"io.kubernetes.cri.sandbox-uid": "victim"},
+            "crio",
+            False,
+            r"^env file '/f': is pinned to a pod but the container has no io\.kubernetes\.pod\.uid annotation "
+            r"\(pod-binding-engine crio\)$",
+            id="crio-missing-key-never-falls-back",
+        ),
+        pytest.param(
+            {POD: "victim"},
+            {"io.kubernetes.pod.uid": "victim"},
+            "containerd",
+            False,
+            r"^env file '/f': is pinned to a pod but the container has no io\.kubernetes\.cri\.sandbox-uid "
+            r"annotation \(pod-binding-engine containerd\)$",
+            id="containerd-missing-key-never-falls-back",
+        ),
+        pytest.param(
+            {POD: "uid-1", CONTAINER: "main"},
+            {"io.kubernetes.cri.sandbox-uid": "uid-1", "io.kubernetes.container.name": "main"},
+            "containerd",
+            False,
+            r"^env file '/f': is pinned to a container but the container has no "
+            r"io\.kubernetes\.cri\.container-name annotation \(pod-binding-engine containerd\)$",
+            id="containerd-missing-container-key",
+        ),
+        pytest.param(
+            {POD: "uid-1"},
+            CONTAINERD,
+            "none",
+            False,
+            r"^env file '/f': is pinned to a pod, but no pod-binding-engine is set "
+            r"\(env-file\.pod-binding-engine, or GPU_ENV_HOOK_ENGINE from install --engine\)$",
+            id="no-engine",
+        ),
+        pytest.param(
+            {POD: "uid-1"},
+            CRIO,
+            "podman",
+            False,
+            r"^env file '/f': is pinned to a pod, but pod-binding-engine is podman, whose annotations are "
+            r"chosen by whoever starts the container: the pin cannot be checked$",
+            id="podman",
         ),
         pytest.param(
             {CONTAINER: "main"},
             CONTAINERD,
+            "containerd",
             False,
             r"^env file '/f': GPU_ENV_HOOK_CONTAINER_NAME needs GPU_ENV_HOOK_POD_UID$",
             id="container-without-pod",
@@ -469,6 +542,7 @@ def test_binding_accepts(
         pytest.param(
             {},
             CONTAINERD,
+            "containerd",
             True,
             r"^env file '/f': is not pinned to a pod \(GPU_ENV_HOOK_POD_UID is required\)$",
             id="pin-required",
@@ -476,11 +550,78 @@ def test_binding_accepts(
     ],
 )
 def test_binding_refuses(
-    reserved: dict[str, str], annotations: dict[str, str], required: bool, message: str
+    pins: dict[str, str], annotations: dict[str, str], engine: str, required: bool, message: str
 ) -> None:
-    """A mismatched, unverifiable or missing-but-required pin refuses the file without naming the values."""
+    """A mismatched, unverifiable or missing-but-required pin refuses the file without naming the values; only
+    the configured engine's keys count, whatever else the container's annotations hold."""
     with pytest.raises(EnvFileError, match=message):
-        resolve_binding(reserved, annotations, "/f", required=required)
+        resolve_binding(pins, annotations, "/f", required=required, engine=engine)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(
+            "GPU_ENV_HOOK_POD_UID=\nA=1\n",
+            r"^env file '/f' line 1: GPU_ENV_HOOK_POD_UID must not be empty$",
+            id="empty-pod-uid",
+        ),
+        pytest.param(
+            "GPU_ENV_HOOK_POD_UID=u\nGPU_ENV_HOOK_CONTAINER_NAME=''\n",
+            r"^env file '/f' line 2: GPU_ENV_HOOK_CONTAINER_NAME must not be empty$",
+            id="empty-container-name",
+        ),
+        pytest.param(
+            "GPU_ENV_HOOK_POD_UID=u\nGPU_ENV_HOOK_POD_UID=v\n",
+            r"^env file '/f' line 2: duplicate key \(first set on line 1\)$",
+            id="pin-set-twice",
+        ),
+        pytest.param(
+            "GPU_ENV_HOOK_POD_UID\n",
+            r"^env file '/f' line 1: GPU_ENV_HOOK_POD_UID has no '=' \(GPU_ENV_HOOK_POD_UID=value expected\)$",
+            id="pin-without-equals",
+        ),
+    ],
+)
+def test_ambiguous_pins_are_refused(content: str, message: str) -> None:
+    """An empty, repeated or valueless pin refuses the file (an empty pin would match an empty annotation)."""
+    with pytest.raises(EnvFileError, match=message):
+        parse_env_file(content.encode(), "/f", variable=VAR)
+
+
+def test_empty_pin_never_matches_an_empty_annotation(env_dir: Path) -> None:
+    """The hook refuses ``GPU_ENV_HOOK_POD_UID=`` even for a container whose pod annotation is empty."""
+    write(env_dir / "a.env", "GPU_ENV_HOOK_POD_UID=\nNVIDIA_VISIBLE_DEVICES=0\n")
+    settings = env_settings(env_dir, pod_binding_engine="crio")
+    with pytest.raises(
+        EnvFileError, match=r"^env file '.*/a\.env' line 1: GPU_ENV_HOOK_POD_UID must not be empty$"
+    ):
+        resolve_env_file({VAR: f"{env_dir}/a.env"}, {"io.kubernetes.pod.uid": ""}, settings)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("GPU_ENV_HOOK_POD_UID=victim\nLD_PRELOAD=/x.so\n", id="refused-key"),
+        pytest.param("GPU_ENV_HOOK_POD_UID=victim\nA=1\nA=2\n", id="duplicate-key"),
+        pytest.param("GPU_ENV_HOOK_POD_UID=victim\n1A=2\n", id="bad-key"),
+        pytest.param("GPU_ENV_HOOK_POD_UID=victim\nB\n", id="no-equals"),
+        pytest.param("GPU_ENV_HOOK_POD_UID=victim\nB=\x00\n", id="nul"),
+        pytest.param("GPU_ENV_HOOK_POD_UID=victim\nB=\xff\n", id="invalid-utf8"),
+        pytest.param("GPU_ENV_HOOK_POD_UID=victim\nB='unterminated\n", id="syntax-error-after-the-pin"),
+        pytest.param("LD_PRELOAD=/x.so\nGPU_ENV_HOOK_POD_UID=victim\n", id="pin-after-the-bad-line"),
+    ],
+)
+def test_another_pods_file_reveals_only_the_pin(env_dir: Path, content: str) -> None:
+    """Naming another pod's pinned file is refused for the pin, never for which content rule the file breaks."""
+    write(env_dir / "a.env", content.encode("latin-1"))
+    settings = env_settings(env_dir, pod_binding_engine="containerd")
+    with pytest.raises(
+        EnvFileError,
+        match=r"^env file '.*/a\.env': is pinned to another pod \(annotation io\.kubernetes\.cri\.sandbox-uid "
+        r"differs\)$",
+    ):
+        resolve_env_file({VAR: f"{env_dir}/a.env"}, CONTAINERD, settings)
 
 
 # --- merging -------------------------------------------------------------------------------------------------
@@ -533,7 +674,8 @@ def test_resolve_ignore_does_not_hide_other_refusals(env_dir: Path) -> None:
 def test_resolve_pinned(env_dir: Path) -> None:
     """A matching pin yields a pinned file whose values exclude the reserved keys."""
     write(env_dir / "a.env", "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0\n")
-    result = resolve_env_file({VAR: f"{env_dir}/a.env"}, CONTAINERD, env_settings(env_dir))
+    settings = env_settings(env_dir, pod_binding_engine="containerd")
+    result = resolve_env_file({VAR: f"{env_dir}/a.env"}, CONTAINERD, settings)
     assert result is not None
     assert (result.values, result.pinned) == ({"NVIDIA_VISIBLE_DEVICES": "0"}, True)
 

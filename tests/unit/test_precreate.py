@@ -63,7 +63,7 @@ def test_resolve_precreate_merges(
         annotations={"io.kubernetes.cri.sandbox-uid": "u1"},
         hooks={"prestart": [{"path": "/x"}]},
     )
-    result = resolve_precreate(raw, config_text, source="c.toml")
+    result = resolve_precreate(raw, config_text, source="c.toml", engine="containerd")
     document = json.loads(result)
     assert document["process"] == {
         "env": [e.replace("{file}", str(path)) for e in expected_env],

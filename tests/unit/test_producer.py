@@ -161,6 +161,19 @@ def test_quote_value_escapes_backslash_quote_and_newline() -> None:
             id="container-without-pod",
         ),
         pytest.param(
+            {},
+            {"pod_uid": ""},
+            r"^env file '<env file>': GPU_ENV_HOOK_POD_UID must not be empty \(the hook refuses an empty pin\)$",
+            id="empty-pod-uid",
+        ),
+        pytest.param(
+            {},
+            {"pod_uid": "p1", "container": ""},
+            r"^env file '<env file>': GPU_ENV_HOOK_CONTAINER_NAME must not be empty "
+            r"\(the hook refuses an empty pin\)$",
+            id="empty-container-name",
+        ),
+        pytest.param(
             {"A": "x" * 70000},
             {},
             r"^env file '<env file>': would be \d+ bytes, over the limit of 65536 "
@@ -268,7 +281,7 @@ def write_raw(path: Path, content: str, mode: int = 0o644) -> Path:
 def test_check_reports_every_step_of_an_accepted_file(env_dir: Path) -> None:
     """An accepted file passes location, file, content and binding, and its variables are returned."""
     path = write_raw(env_dir / "a.env", "GPU_ENV_HOOK_POD_UID=p1\nA=1\nB='two'\n")
-    report = check_env_file(str(path), env_settings(env_dir), pod_uid="p1")
+    report = check_env_file(str(path), env_settings(env_dir, pod_binding_engine="crio"), pod_uid="p1")
     assert report.ok
     assert [step.name for step in report.steps] == ["location", "file", "content", "binding"]
     assert report.values == {"A": "1", "B": "two"}
@@ -321,7 +334,8 @@ def test_check_stops_at_the_first_failing_step(
         write_raw(env_dir / name, content, mode)
     required = bool(kwargs.pop("require_pod_binding", False))
     path = f"{env_dir}/{name}"
-    report = check_env_file(path, env_settings(env_dir, require_pod_binding=required), **kwargs)  # type: ignore[arg-type]
+    settings = env_settings(env_dir, require_pod_binding=required, pod_binding_engine="containerd")
+    report = check_env_file(path, settings, **kwargs)  # type: ignore[arg-type]
     assert not report.ok
     assert report.steps[-1].name == failed
     assert not report.steps[-1].ok

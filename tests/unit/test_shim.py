@@ -286,6 +286,13 @@ def test_add_prestart_hook_appends_and_copies() -> None:
             [],
             id="config-over-xdg",
         ),
+        pytest.param(
+            "/etc/c.toml",
+            {"GPU_ENV_HOOK_ENGINE": "containerd"},
+            ["/py", "-I", "-m", "hook", "-config", "/etc/c.toml", "prestart"],
+            ["GPU_ENV_HOOK_ENGINE=containerd"],
+            id="engine-passed-on",
+        ),
     ],
 )
 def test_build_hook_entry(
@@ -428,7 +435,7 @@ def test_resolve_spec_pinned_file_passes_unprivileged_gate(
     text = "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n" + text.replace(
         "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n", ""
     )
-    edited = resolve_spec(spec_of(bundle), text, source="c.toml", hook=HOOK)
+    edited = resolve_spec(spec_of(bundle), text, source="c.toml", hook=HOOK, engine="containerd")
     assert edited is not None
     handed_off = {
         **HOOK,

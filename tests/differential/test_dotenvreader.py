@@ -1,0 +1,204 @@
+"""hook.dotenvreader against python-dotenv (the reference): same verdict, same keys and values, on every input.
+
+The hook never imports python-dotenv; its own reader must accept a subset of what python-dotenv reads without
+an error binding and give exactly python-dotenv's keys and values on it. It is in fact the same set: these
+tests pin both directions, on hand-picked nasty shapes and on generated text built from the characters and
+tokens that steer python-dotenv's grammar. Everything the producer's writer emits must be read back exactly.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from dotenv.parser import parse_stream
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from hook.dotenvreader import BLANKS, DotenvSyntaxError, parse_dotenv
+from hook.producer import build_env_file
+
+Pairs = list[tuple[str, str | None]] | None
+
+WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+# Characters and tokens that matter to the grammar, plus a few plain ones.
+TOKENS = [
+    *WHITESPACE,
+    *"=#'\"\\",
+    *"abAZ_09",
+    "export",
+    "export ",
+    "\r\n",
+    "\ufeff",
+    "\\n",
+    "\\'",
+    '\\"',
+    "\\\\",
+    " #",
+    "\x00",
+    "é",
+    "\u202e",
+]
+
+
+def reference(text: str) -> Pairs:
+    """python-dotenv's bindings as (key, value), or None when it reports an error binding."""
+    pairs: list[tuple[str, str | None]] = []
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            return None
+        if binding.key is not None:
+            pairs.append((binding.key, binding.value))
+    return pairs
+
+
+def ours(text: str) -> Pairs:
+    """Our reader's bindings as (key, value), or None when it refuses the text."""
+    try:
+        return [(key, value) for key, value, _ in parse_dotenv(text)]
+    except DotenvSyntaxError:
+        return None
+
+
+NASTY = [
+    pytest.param("A=1\nB=2\n", id="plain"),
+    pytest.param("A=" + " " * 5000 + "x", id="long-blank-run-before-value"),
+    pytest.param("A=x" + " " * 5000 + "y", id="long-blank-run-inside-unquoted-value"),
+    pytest.param("A=x" + " " * 5000 + "#c", id="long-blank-run-then-comment"),
+    pytest.param("A=x" + "\t \u3000" * 2000 + "\n", id="long-mixed-blank-run-at-end"),
+    pytest.param("A=x" + " #" * 3000, id="many-comment-starts"),
+    pytest.param("A=x" + "#" * 5000 + " #", id="hashes-without-blank"),
+    pytest.param("\n" * 5000 + "A=1", id="many-blank-lines"),
+    pytest.param("\r\n" * 100 + "A=1\r\nB='x\r\ny'\r\n", id="crlf"),
+    pytest.param("A=1\rB=2\r", id="lone-cr"),
+    pytest.param("\ufeffA=1", id="bom"),
+    pytest.param("A=1\n\ufeffB=2", id="bom-inside"),
+    pytest.param("export A=1\nexport\tB=2\nexport=3\nexportC=4\n", id="export"),
+    pytest.param("export \n", id="export-then-nothing"),
+    pytest.param("export #c\n", id="export-then-comment"),
+    pytest.param("# c\n  # c2\nA=1 # c3\nB=2#not\nC= #empty\n", id="comments"),
+    pytest.param("A='x'\nB=\"y\"\nC='it\\'s'\nD=\"a\\\"b\"\n", id="quotes"),
+    pytest.param('A="\\a\\b\\f\\n\\r\\t\\v\\\\\\\'\\"\\x\\u0041"', id="double-quote-escapes"),
+    pytest.param("A='\\a\\n\\\\\\''", id="single-quote-escapes"),
+    pytest.param('A="\\', id="backslash-at-end"),
+    pytest.param('A="' + "\\x" * 3000, id="unterminated-with-escapes"),
+    pytest.param("A='x\nB=2\n", id="unterminated-single"),
+    pytest.param('A="line1\nline2"\nB=2', id="multiline-value"),
+    pytest.param("'A'=1\n'B C'=2\n''=3\n", id="quoted-keys"),
+    pytest.param("'A\nB'=1\nC=2", id="quoted-key-across-lines"),
+    pytest.param("A\nB # c\nC junk\n", id="keys-without-equals"),
+    pytest.param("A = 1\nB\t=\t2\n", id="blanks-around-equals"),
+    pytest.param("=1\n", id="no-key"),
+    pytest.param('A="x" y\n', id="junk-after-quote"),
+    pytest.param('A="x"   # c\n', id="comment-after-quote"),
+    pytest.param("A=\x0b\x1cx\x85\xa0\n", id="unicode-whitespace"),
+    pytest.param("A\u2028=1\n", id="line-separator-after-key"),
+    pytest.param("A=x\u2028#y\n", id="line-separator-before-hash"),
+    pytest.param("A=\x00\n", id="nul"),
+    pytest.param('A="\x00\ud800\\n\\\\\\q"', id="nul-and-surrogate-beside-escapes"),
+    pytest.param("", id="empty"),
+    pytest.param("   \t\n\x0c", id="only-whitespace"),
+]
+
+
+@pytest.mark.parametrize("text", NASTY)
+def test_nasty_shapes(text: str) -> None:
+    """Each nasty shape: same verdict and same bindings as python-dotenv."""
+    assert ours(text) == reference(text)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS), max_size=40).map("".join))
+@example("A=b c #d\n")
+def test_generated_token_soup(text: str) -> None:
+    """Generated text made of the grammar's own characters: same verdict and same bindings."""
+    assert ours(text) == reference(text)
+
+
+LINE_PARTS = st.tuples(
+    st.sampled_from(["", " ", "export ", "\t", "export\t "]),
+    st.sampled_from(["A", "B_1", "'Q'", "lower", "#", ""]),
+    st.sampled_from(["", " ", "\t"]),
+    st.sampled_from(["=", "", "= ", "=\t"]),
+    st.one_of(
+        st.text(alphabet=st.sampled_from(list("ab #\\'\"\t\u3000=")), max_size=12),
+        st.text(max_size=8).map(lambda t: '"' + t + '"'),
+        st.text(max_size=8).map(lambda t: "'" + t + "'"),
+    ),
+    st.sampled_from(["", " # c", "#c", "  ", " x"]),
+    st.sampled_from(["\n", "\r\n", "\r", ""]),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(LINE_PARTS.map("".join), max_size=6).map("".join))
+def test_generated_lines(text: str) -> None:
+    """Generated lines shaped like real files (export, keys, quotes, comments, line ends)."""
+    assert ours(text) == reference(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=60))
+def test_generated_any_text(text: str) -> None:
+    """Any text at all: same verdict and same bindings."""
+    assert ours(text) == reference(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filter(
+            lambda key: (
+                not key.startswith(("LD_", "PYTHON", "NVIDIA_CTK_", "GPU_ENV_HOOK_")) and key != "PATH"
+            )
+        ),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=30),
+        max_size=6,
+    ),
+    st.one_of(st.none(), st.text(min_size=1, max_size=10).filter(lambda t: "\x00" not in t)),
+)
+def test_writer_output_is_read_back(values: dict[str, str], pod_uid: str | None) -> None:
+    """Everything the producer writes is accepted, with exactly the values written (and python-dotenv agrees)."""
+    pod_uid = None if pod_uid is None or any(0xD800 <= ord(c) <= 0xDFFF for c in pod_uid) else pod_uid
+    text = build_env_file(values, pod_uid=pod_uid).decode("utf-8")
+    expected = ([("GPU_ENV_HOOK_POD_UID", pod_uid)] if pod_uid is not None else []) + list(values.items())
+    assert ours(text) == expected
+    assert reference(text) == expected
+
+
+def test_blanks_are_whitespace_but_line_breaks() -> None:
+    """BLANKS is exactly python-dotenv's ``[^\\S\\r\\n]``: every str.isspace character but CR and LF."""
+    import sys
+
+    expected = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()} - {"\r", "\n"}
+    assert set(BLANKS) == expected
+    assert len(BLANKS) == len(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        pytest.param("A=1\nB=2\n", [1, 2], id="one-per-line"),
+        pytest.param("\n\n\nA=1\n\n#c\nB=2", [4, 7], id="after-blank-lines-and-comments"),
+        pytest.param("A=1\r\nB=2\rC=3\n", [1, 2, 3], id="crlf-and-cr"),
+        pytest.param('A="x\r\ny"\nB=1', [1, 3], id="after-a-multiline-value"),
+    ],
+)
+def test_line_numbers(text: str, lines: list[int]) -> None:
+    """Each binding carries the line its key starts on."""
+    assert [line for _, _, line in parse_dotenv(text)] == lines
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        pytest.param("A=1\nB junk\n", 2, id="junk-after-key"),
+        pytest.param("A=1\r\n\r\nB='x\n", 3, id="unterminated-quote"),
+        pytest.param("=x", 1, id="no-key"),
+    ],
+)
+def test_syntax_error_line(text: str, line: int) -> None:
+    """A syntax error names the line of the binding that breaks."""
+    with pytest.raises(DotenvSyntaxError, match=rf"^not a valid dotenv line \(line {line}\)$") as err:
+        parse_dotenv(text)
+    assert err.value.line == line
