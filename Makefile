@@ -30,10 +30,9 @@ unit: $(VENV_STAMP)
 integration: $(VENV_STAMP)
 	$(PY) -m pytest -q -m integration
 
-## bench: time the installed hook against the bare interpreter
+## bench: every performance figure against its target (the installed hook, shim and producer commands)
 bench: $(VENV_STAMP)
-	$(PY) tests/bench/bench_hook.py
-	$(PY) tests/bench/bench_shim.py
+	$(PY) tests/bench/bench_hook.py; hook=$$?; $(PY) tests/bench/bench_shim.py && exit $$hook
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache build *.egg-info

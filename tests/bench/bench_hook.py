@@ -1,23 +1,22 @@
-"""Benchmark: the hook's prestart as a whole process against the bare interpreter (``make bench``).
+"""Benchmark: the hook and the producer commands as whole processes against the bare interpreter.
 
-Times the hook exactly as an engine starts it after ``gpu-env-hook install``: the shell wrapper install
-writes (``sh`` -> ``env -i`` -> ``<python> -I -c "from hook.__main__ import main; ..."``) with
-``-config CFG prestart`` (``--command module|inline|script`` times ``python -I -m hook``, the bare
-``-c`` launcher or pip's console script instead), against ``<python> -I -c pass``
-on the same interpreter, alternating the two, and prints the median times and the median per-pair ratio
-for each case. The hook runs as a runtime runs it: cwd = the bundle, the OCI state on stdin, only a small
-environment. config.toml points ``[nvidia-container-cli] path`` at /bin/true, so the exec at the end is
-cheap, and leaves ldconfig at its default.
+``make bench`` runs this, then ``bench_shim.py``. Every figure of the performance issue is printed against
+its target, as the median of per-pair ratios measured in one run:
 
-By default both run in a throwaway clean install (``--install clean``): a venv without pip made from the
-base interpreter, with copies of ``hook/`` and ``dotenv/`` in its site-packages, as ``pip install .`` would
-leave them. The project's own .venv holds an *editable* install whose ``.pth`` finder imports pathlib, re
-and urllib at every start (about 20 ms here): that inflates the baseline and hides the hook's own cost, so
-``--install dev`` (time the running interpreter as it is) is for comparison only. Before timing, each case is run once against the recording
-stand-in cli to prove the hook takes the path the case claims (no cli, or ``--device=0,1``).
+* The hook is started exactly as an engine starts it after ``gpu-env-hook install``: the benchmark installs
+  into a scratch ``--root`` (``installed.scratch_install``: a clean interpreter, ``install --engine podman``)
+  and runs the oci-hooks.d JSON's ``hook`` entry (its path, args and env) with ``prestart``, cwd = the
+  bundle, the OCI state on stdin. config.toml (baked in by ``install --config``) points
+  ``[nvidia-container-cli] path`` at /bin/true, so the exec at the end is cheap.
+* The producer commands a device plugin may run per container (``env-file path``, ``write``, ``check``) run
+  through the same installed executable.
+* The floor is ``<same python> -I -S -c pass``: the interpreter's own start, nothing else.
+* Before timing, each hook case runs once against the recording stand-in cli to prove the hook takes the
+  path the case claims (no cli, or ``--device=0,1``), and each env-file case that config.json was
+  rewritten.
 
-Exit status: 0 when every case meets its target, 1 otherwise (``--no-fail``: always 0 unless the hook
-itself failed). Add a case by appending to ``CASES``.
+Exit status: 0 when every case meets its target, 1 otherwise (``--no-fail``: report only). Add a case by
+appending to ``CASES`` (an env-file case gives the file's content).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -33,11 +33,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from timing import Command, Comparison, compare, format_header, format_row, python_baseline
+from installed import Installed, enter_namespace, scratch_install
+from timing import Command, Comparison, compare, format_header, format_row
 
 TESTS = Path(__file__).resolve().parent.parent
 STANDIN_CLI = TESTS / "standin" / "nvidia-container-cli"
-HOOK_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 # What a typical image carries before any GPU variable: enough entries that the env scan is not trivial.
 IMAGE_ENV = [
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -46,6 +46,33 @@ IMAGE_ENV = [
     "LANG=C.UTF-8",
     *(f"APP_SETTING_{n}=value-{n}" for n in range(16)),
 ]
+# 100 bytes, as the issue's case: the devices, their capabilities and one variable of the user's.
+SMALL_ENV_FILE = (
+    "# by a plugin.\nNVIDIA_VISIBLE_DEVICES=0,1\nNVIDIA_DRIVER_CAPABILITIES=compute,utility\nUSER_ENV=hello\n"
+)
+
+
+def large_env_file(size: int = 60 * 1024) -> str:
+    """A ``size``-byte env file: the devices, then quoted, commented and exported variables to fill it."""
+    lines = ["# written by the device plugin", "NVIDIA_VISIBLE_DEVICES=0,1"]
+    total = sum(len(line) + 1 for line in lines)
+    index = 0
+    while True:
+        kind = index % 4
+        value = f"value-{index}-" + "x" * 40
+        line = (
+            f"APP_{index}={value}",
+            f'export APP_{index}="{value} with spaces"',
+            f"APP_{index}='{value}' # trailing comment",
+            f"# comment line {index} " + "-" * 40,
+        )[kind]
+        if total + len(line) + 1 > size:
+            break
+        lines.append(line)
+        total += len(line) + 1
+        index += 1
+    text = "\n".join(lines) + "\n"
+    return text + "#" * (size - len(text) - 1) + "\n" if len(text) < size else text
 
 
 @dataclass(frozen=True)
@@ -62,26 +89,50 @@ class Case:
 
 
 CASES = [
-    Case(name="(a) non-GPU container", env=[], target=2.0),
+    Case(name="non-GPU container", env=[], target=1.15),
     Case(
-        name="(b) GPU container, NVIDIA_VISIBLE_DEVICES",
+        name="GPU, NVIDIA_VISIBLE_DEVICES",
         env=["NVIDIA_VISIBLE_DEVICES=0,1", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"],
-        target=2.5,
+        target=1.3,
         expect_devices="0,1",
     ),
     Case(
-        name="(c) GPU container, devices from env file",
+        name=f"GPU, env file {len(SMALL_ENV_FILE)} B merged+rewritten",
         env=["NVIDIA_VISIBLE_DEVICES=fake0,fake1"],
-        env_file=(
-            "# written by the device plugin\n"
-            "NVIDIA_VISIBLE_DEVICES=0,1\n"
-            "NVIDIA_DRIVER_CAPABILITIES=compute,utility\n"
-            "USER_CUSTOM_ENV=hello\n"
-        ),
-        target=3.5,
+        env_file=SMALL_ENV_FILE,
+        target=1.8,
         expect_devices="0,1",
         needs_root=True,  # the env file must be owned by uid 0
     ),
+    Case(
+        name="GPU, env file 60 KB merged+rewritten",
+        env=["NVIDIA_VISIBLE_DEVICES=fake0,fake1"],
+        env_file=large_env_file(),
+        target=2.5,
+        expect_devices="0,1",
+        needs_root=True,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Producer:
+    """One producer command (after ``env-file``), its target, and whether it needs root."""
+
+    name: str
+    args: list[str]  # "{dir}": the env-file directory; "{file}": a file written there beforehand
+    target: float = 3.0
+    needs_root: bool = False
+
+
+PRODUCERS = [
+    Producer("producer: env-file path", ["path", "GPU-0", "GPU-1"]),
+    Producer(
+        "producer: env-file write",
+        ["write", "{dir}/written.env", "NVIDIA_VISIBLE_DEVICES=0,1", "--pod-uid", "pod-1"],
+        needs_root=True,
+    ),
+    Producer("producer: env-file check", ["check", "{file}", "--pod-uid", "pod-1"], needs_root=True),
 ]
 
 
@@ -136,14 +187,13 @@ def build_spec(env: list[str]) -> dict[str, object]:
     }
 
 
-def write_config(path: Path, *, cli: str, env_dir: Path, record: Path | None = None) -> Path:
-    """Write a config.toml with the cli path, the env-file directory and (for checks) the stand-in's record."""
+def config_text(*, cli: str, env_dir: Path, record: Path | None = None) -> str:
+    """config.toml with the cli path, the env-file directory and (for checks) the stand-in's record."""
     lines = ["[nvidia-container-cli]", f'path = "{cli}"']
     if record is not None:
         lines.append(f'environment = ["STANDIN_RECORD={record}"]')
     lines += ["", "[env-file]", f'directories = ["{env_dir}"]', ""]
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -177,131 +227,62 @@ def prepare_case(case: Case, workdir: Path, env_dir: Path, index: int) -> Prepar
     return Prepared(bundle=bundle, state=state, spec_bytes=spec_bytes)
 
 
-# pip's console-script template (what ``pip install .`` writes to bin/gpu-env-hook).
-SCRIPT_TEMPLATE = """\
-#!{python}
-# -*- coding: utf-8 -*-
-import re
-import sys
-from hook.__main__ import main
-if __name__ == '__main__':
-    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
-    sys.exit(main())
-"""
-
-
-# Runs main() without runpy (which -m imports: importlib.util, contextlib, ...) and without pip's `import re`.
-INLINE_LAUNCHER = "import sys; from hook.__main__ import main; sys.exit(main())"
-
-
-def make_clean_install(workdir: Path) -> str:
-    """Build a pip-less venv holding copies of hook/ and dotenv/ plus a console script; return its python."""
-    import subprocess
-
-    import dotenv
-
-    import hook
-
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    venv = workdir / "venv"
-    subprocess.run([base_python, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    ignore = shutil.ignore_patterns("__pycache__")
-    for package in (hook, dotenv):
-        source = Path(package.__file__ or "").parent
-        shutil.copytree(source, Path(site) / source.name, ignore=ignore)
-    script = venv / "bin" / "gpu-env-hook"
-    script.write_text(SCRIPT_TEMPLATE.format(python=python), encoding="utf-8")
-    script.chmod(0o755)
-    return str(python)
-
-
-def write_wrapper(python: str) -> Path:
-    """Write the shell wrapper ``gpu-env-hook install`` writes (``sh`` -> ``env -i`` -> ``python -I -c``)."""
-    from hook.install import HOOK_KEEP_ENV, build_wrapper
-
-    path = Path(python).parent / "gpu-env-hook-wrapper"
-    path.write_bytes(
-        build_wrapper(path.name, "hook.__main__", python=python, keep=HOOK_KEEP_ENV, config=None)
-    )
-    path.chmod(0o755)
-    return path
-
-
-def hook_argv(kind: str, python: str) -> list[str]:
-    """The hook command without flags, for each way of starting it (see ``--command``)."""
-    if kind == "wrapper":
-        return [str(write_wrapper(python))]
-    if kind == "script":
-        return [str(Path(python).parent / "gpu-env-hook")]
-    if kind == "inline":
-        return [python, "-I", "-c", INLINE_LAUNCHER]
-    return [python, "-I", "-m", "hook"]
-
-
-def check_case(case: Case, prepared: Prepared, base: list[str], config: Path, record: Path) -> None:
-    """Run the case once against the stand-in cli and fail loudly if the hook took another path."""
-    import subprocess
-
+def check_case(case: Case, prepared: Prepared, installed: Installed, record: Path) -> None:
+    """Run the case once against the stand-in cli (config.toml says so meanwhile); fail loudly if the hook
+    took another path or left config.json as it was when an env file should change it."""
     prepared.restore()
     record.unlink(missing_ok=True)
     with prepared.state.open("rb") as stdin:
         proc = subprocess.run(
-            [*base, "-config", str(config), "prestart"],
+            installed.hook_command("prestart"),
             stdin=stdin,
             capture_output=True,
             cwd=prepared.bundle,
-            env=HOOK_ENV,
+            env=installed.hook_env,
             check=False,
         )
     if proc.returncode != 0:
         sys.exit(f"{case.name}: the hook failed: {proc.stderr.decode(errors='replace').strip()}")
+    rewritten = (prepared.bundle / "config.json").read_bytes() != prepared.spec_bytes
+    if rewritten != (case.env_file is not None):
+        sys.exit(f"{case.name}: config.json was {'' if rewritten else 'not '}rewritten")
     argv = json.loads(record.read_text())["argv"] if record.exists() else None
+    prepared.restore()
     if case.expect_devices is None:
         if argv is not None:
             sys.exit(f"{case.name}: expected no cli call, got {argv}")
         return
     if argv is None or f"--device={case.expect_devices}" not in argv:
         sys.exit(f"{case.name}: expected --device={case.expect_devices} in the cli argv, got {argv}")
-    prepared.restore()
 
 
-def import_profile(base: list[str], config: Path, prepared: Prepared, top: int) -> list[str]:
-    """Run the hook once with ``-X importtime`` and return its ``top`` costliest imports (cumulative us)."""
-    import subprocess
+def module_profile(installed: Installed, argv: list[str], cwd: Path, stdin: Path | None) -> list[str]:
+    """Run ``argv`` once under ``-X importtime`` on the installed interpreter, the package put on sys.path
+    as the installed files do, and list what it imported beyond the bare interpreter (one run: noisy)."""
+    site = subprocess.run(
+        [installed.python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    launcher = f"import sys; sys.path[:0] = [{site!r}]; from hook.__main__ import main; sys.exit(main())"
 
-    prepared.restore()
-    python, rest = base[0], base[1:]
-    if len(base) == 1:  # a script or wrapper: profile the inline launcher on the same interpreter
-        python, rest = str(Path(base[0]).parent / "python"), ["-I", "-c", INLINE_LAUNCHER]
-    with prepared.state.open("rb") as stdin:
-        proc = subprocess.run(
-            [python, "-X", "importtime", *rest, "-config", str(config), "prestart"],
-            stdin=stdin,
-            capture_output=True,
-            cwd=prepared.bundle,
-            env=HOOK_ENV,
-            check=False,
-        )
-    prepared.restore()
-    rows: list[tuple[int, int, str]] = []
-    for line in proc.stderr.decode(errors="replace").splitlines():
-        if not line.startswith("import time:") or "cumulative" in line:
-            continue
-        self_us, cumulative_us, name = line.removeprefix("import time:").split("|")
-        rows.append((int(cumulative_us), int(self_us), name.rstrip()))
-    total = sum(self_us for _, self_us, _ in rows)
-    top_rows = [f"    {cum:7d} us cumulative {own:6d} us self  {name}" for cum, own, name in rows
-                if name.strip().startswith(("hook", "dotenv", "tomllib", "typing", "dataclasses",
-                                            "pathlib", "json", "re", "encodings"))]  # fmt: skip
-    top_rows = sorted(top_rows, key=lambda text: -int(text.split()[0]))[:top]
-    return [f"  imports: {len(rows)} modules, {total / 1000:.1f} ms self time in total", *top_rows]
+    def imports(code: str, args: list[str]) -> list[tuple[int, str]]:
+        with open(stdin or os.devnull, "rb") as fh:
+            err = subprocess.run(
+                [installed.python, "-X", "importtime", "-I", "-S", "-c", code, *args],
+                stdin=fh, capture_output=True, cwd=cwd, env=installed.hook_env, check=False,
+            ).stderr.decode(errors="replace")  # fmt: skip
+        rows = []
+        for line in err.splitlines():
+            if line.startswith("import time:") and "cumulative" not in line:
+                self_us, _, name = line.removeprefix("import time:").split("|")
+                rows.append((int(self_us), name.strip()))
+        return rows
+
+    floor = {name for _, name in imports("pass", [])}
+    rows = [(us, name) for us, name in imports(launcher, argv) if name not in floor]
+    top = ", ".join(f"{name} {us}" for us, name in sorted(rows, reverse=True)[:8])
+    total = sum(us for us, _ in rows) / 1000
+    return [f"    {len(rows)} modules beyond the bare start, {total:.1f} ms self; costliest (us): {top}"]
 
 
 @contextmanager
@@ -315,33 +296,9 @@ def bench_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-# Modules on (or kept off) the hot path, for --imports: each costs what it adds to a bare start.
-IMPORT_PROBES = (
-    "json",
-    "re",
-    "typing",
-    "tomllib",
-    "dotenv.parser",
-    "dotenv",
-    "dataclasses",
-    "pathlib",
-    "hook.prestart",
-    "hook.config",
-    "hook.envfile",
-    "hook.request",
-    "hook.nvcli",
-)
-
-
-def time_imports(python: str, runs: int, warmup: int) -> None:
-    """Print what importing each probe module adds to a bare interpreter start (alternating medians)."""
-    baseline = python_baseline(python)
-    print(format_header())
-    for module in IMPORT_PROBES:
-        command = Command(argv=[python, "-I", "-c", f"import {module}"])
-        print(
-            format_row(compare(f"import {module}", command, baseline, runs=runs, warmup=warmup)), flush=True
-        )
+def floor_command(python: str) -> Command:
+    """The floor: the bare interpreter without site, ``python -I -S -c pass``."""
+    return Command(argv=[python, "-I", "-S", "-c", "pass"])
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -349,14 +306,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=40, help="timed runs of each command per case (>= 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed pairs before timing")
-    parser.add_argument("--command", choices=("wrapper", "module", "inline", "script"), default="wrapper",
-                        help="how the hook is started: the wrapper 'gpu-env-hook install' writes (default), "
-                             "'python -I -m hook', 'python -I -c <run main>', or pip's console script")  # fmt: skip
-    parser.add_argument("--install", choices=("clean", "dev"), default="clean",
-                        help="time a throwaway clean install (default) or the running interpreter as it is")  # fmt: skip
     parser.add_argument("--case", action="append", default=[], help="run only cases whose name contains this")
-    parser.add_argument("--imports", action="store_true",
-                        help="instead of the cases, time 'python -I -c \"import M\"' for the modules the hook uses")  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="also show what each case imports")
     parser.add_argument(
         "--no-fail", action="store_true", help="report only; exit 0 even if a target is missed"
@@ -367,53 +317,89 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def run_hook_cases(args: argparse.Namespace, workdir: Path, installed: Installed, env_dir: Path,
+                   floor: Command) -> list[Comparison]:  # fmt: skip
+    """Time each hook case against the floor; print one row each."""
+    results: list[Comparison] = []
+    timing_config = installed.config.read_text(encoding="utf-8")
+    record = workdir / "record.json"
+    for index, case in enumerate(CASES):
+        if args.case and not any(word in case.name for word in args.case):
+            continue
+        if case.needs_root and os.geteuid() != 0:
+            print(f"{case.name:<44} SKIP (needs root: the env file must be owned by uid 0)")
+            continue
+        prepared = prepare_case(case, workdir, env_dir, index)
+        installed.config.write_text(config_text(cli=str(STANDIN_CLI), env_dir=env_dir, record=record))
+        try:
+            check_case(case, prepared, installed, record)
+        finally:
+            installed.config.write_text(timing_config, encoding="utf-8")
+        restore: Callable[[], None] | None = prepared.restore if case.env_file is not None else None
+        command = Command(
+            argv=installed.hook_command("prestart"),
+            env=installed.hook_env,
+            cwd=str(prepared.bundle),
+            stdin_path=str(prepared.state),
+            prepare=restore,
+        )
+        result = compare(case.name, command, floor, runs=args.runs, warmup=args.warmup, target=case.target)
+        results.append(result)
+        print(format_row(result), flush=True)
+        if args.profile:
+            flags = ["-config", str(installed.config), "prestart"]
+            print("\n".join(module_profile(installed, flags, prepared.bundle, prepared.state)))
+    return results
+
+
+def run_producers(args: argparse.Namespace, installed: Installed, env_dir: Path,
+                  floor: Command) -> list[Comparison]:  # fmt: skip
+    """Time each producer command against the floor; print one row each."""
+    results: list[Comparison] = []
+    checked = env_dir / "checked.env"
+    for producer in PRODUCERS:
+        if args.case and not any(word in producer.name for word in args.case):
+            continue
+        if producer.needs_root and os.geteuid() != 0:
+            print(f"{producer.name:<44} SKIP (needs root: env files are root-owned)")
+            continue
+        if "{file}" in producer.args and not checked.exists():
+            subprocess.run(
+                installed.hook_command("env-file", "write", str(checked), "NVIDIA_VISIBLE_DEVICES=0,1",
+                                       "--pod-uid", "pod-1"),
+                env=installed.hook_env, check=True, capture_output=True,
+            )  # fmt: skip
+        argv = ["env-file", *(a.replace("{dir}", str(env_dir)).replace("{file}", str(checked))
+                              for a in producer.args)]  # fmt: skip
+        command = Command(argv=installed.hook_command(*argv), env=installed.hook_env)
+        result = compare(
+            producer.name, command, floor, runs=args.runs, warmup=args.warmup, target=producer.target
+        )
+        results.append(result)
+        print(format_row(result), flush=True)
+        if args.profile:
+            flags = ["-config", str(installed.config), *argv]
+            print("\n".join(module_profile(installed, flags, env_dir, None)))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every selected case and print one line each; non-zero if a target is missed."""
     args = parse_args(argv)
-    is_root = os.geteuid() == 0
-    results: list[Comparison] = []
+    enter_namespace()
     with bench_dir() as workdir:
-        python = make_clean_install(workdir) if args.install == "clean" else sys.executable
-        base = hook_argv(args.command, python)
-        baseline = python_baseline(python)
-        print(f"install:  {args.install} ({python})")
-        if args.imports:
-            time_imports(python, args.runs, args.warmup)
-            return 0
-        print(f"hook:     {' '.join(base)} -config CFG prestart   (cwd = bundle, state on stdin)")
-        print(f"baseline: {' '.join(baseline.argv)}")
-        print(f"runs: {args.runs} of each, alternating, after {args.warmup} warm-up pairs; cli = /bin/true\n")
-        print(format_header())
         env_dir = workdir / "nvidia-env"
         env_dir.mkdir(mode=0o755)
-        config = write_config(workdir / "config.toml", cli="/bin/true", env_dir=env_dir)
-        record = workdir / "record.json"
-        check_config = write_config(
-            workdir / "check.toml", cli=str(STANDIN_CLI), env_dir=env_dir, record=record
-        )
-        for index, case in enumerate(CASES):
-            if args.case and not any(word in case.name for word in args.case):
-                continue
-            if case.needs_root and not is_root:
-                print(f"{case.name:<44} SKIP (needs root: the env file must be owned by uid 0)")
-                continue
-            prepared = prepare_case(case, workdir, env_dir, index)
-            check_case(case, prepared, base, check_config, record)
-            restore: Callable[[], None] | None = prepared.restore if case.env_file is not None else None
-            command = Command(
-                argv=[*base, "-config", str(config), "prestart"],
-                env=HOOK_ENV,
-                cwd=str(prepared.bundle),
-                stdin_path=str(prepared.state),
-                prepare=restore,
-            )
-            result = compare(
-                case.name, command, baseline, runs=args.runs, warmup=args.warmup, target=case.target
-            )
-            results.append(result)
-            print(format_row(result), flush=True)
-            if args.profile:
-                print("\n".join(import_profile(base, config, prepared, top=12)))
+        installed = scratch_install(workdir, config_text(cli="/bin/true", env_dir=env_dir))
+        floor = floor_command(installed.python)
+        print(f"hook:     {' '.join(installed.hook_command('prestart'))}   (the oci-hooks.d entry install wrote;"
+              " cwd = bundle, state on stdin)")  # fmt: skip
+        print(f"floor:    {' '.join(floor.argv)}")
+        print(f"runs: {args.runs} of each, alternating, after {args.warmup} warm-up pairs; cli = /bin/true;"
+              " judged: median of per-pair ratios\n")  # fmt: skip
+        print(format_header())
+        results = run_hook_cases(args, workdir, installed, env_dir, floor)
+        results += run_producers(args, installed, env_dir, floor)
     failed = [result.name for result in results if not result.passed]
     if failed:
         print(f"\nFAIL: over target: {'; '.join(failed)}")

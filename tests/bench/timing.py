@@ -135,7 +135,7 @@ def format_header() -> str:
 
 def format_row(result: Comparison) -> str:
     """One line per comparison: medians, both ratios, target and PASS/FAIL."""
-    target = f"<={result.target:.1f}x" if result.target is not None else "-"
+    target = f"<={result.target:.2f}x" if result.target is not None else "-"
     verdict = "PASS" if result.passed else "FAIL"
     if result.target is None:
         verdict = "info"

@@ -1,0 +1,131 @@
+"""The hook as a node runs it, for the benchmarks: ``gpu-env-hook install`` into a scratch ``--root``.
+
+``scratch_install`` builds a throwaway interpreter without pip (a venv from the base interpreter holding
+copies of ``hook/`` and ``dotenv/``, as a wheel install leaves them), runs ``install --engine podman
+--root SCRATCH --python THAT --config CFG`` and returns what the engine would run: the oci-hooks.d JSON's
+``hook`` entry (path, args, env) and the runtime wrapper. Paths in what install wrote are the node's; each
+is found under the scratch root. When install lays files out beneath node directories that this machine
+does not have (``/opt/...``), the benchmark runs in its own mount namespace with the scratch copies bound
+there (``enter_namespace`` + ``bind_node_dirs``), so that the installed files run unchanged.
+
+The project's own .venv holds an *editable* install whose ``.pth`` finder would run at every start without
+``-S``; a clean interpreter is what a node has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
+# Node directories install may write below, that a scratch root can stand in for inside the namespace.
+BINDABLE = ("opt",)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What a scratch install gives a benchmark to run."""
+
+    root: Path
+    python: str  # the interpreter the installed files run
+    hook_argv: list[str]  # oci-hooks.d "args" without the stage (argv[0] as the engine passes it)
+    hook_path: str  # the executable the engine starts (found under the root when it is there)
+    hook_env: dict[str, str]  # oci-hooks.d "env"
+    runtime_wrapper: str  # the runtime shim as engines start it
+    config: Path  # the config.toml baked into the installed files (the same path on this machine)
+
+    def hook_command(self, *args: str) -> list[str]:
+        """The argv for posix_spawn: the installed executable with the hooks.d args and ``args``."""
+        return [*self.hook_argv, *args]
+
+
+def enter_namespace() -> None:
+    """Re-execute this benchmark in a private mount namespace (root only), once."""
+    if os.geteuid() != 0 or os.environ.get(NAMESPACE_MARK) or not shutil.which("unshare"):
+        return
+    env = {**os.environ, NAMESPACE_MARK: "1"}
+    argv = ["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv]
+    os.execvpe("unshare", argv, env)
+
+
+def make_clean_python(workdir: Path) -> str:
+    """Build a pip-less venv holding copies of hook/ and dotenv/; return its python."""
+    import dotenv
+
+    import hook
+
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    venv = workdir / "venv"
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    ignore = shutil.ignore_patterns("__pycache__")
+    for package in (hook, dotenv):
+        source = Path(package.__file__ or "").parent
+        shutil.copytree(source, Path(site) / source.name, ignore=ignore)
+    subprocess.run([str(python), "-I", "-m", "compileall", "-q", site], check=True)
+    return str(python)
+
+
+def under(root: Path, node_path: str) -> str:
+    """Where a node path is: beneath the scratch root when install put it there, else the path itself."""
+    scratch = root / node_path.lstrip("/")
+    return str(scratch) if scratch.exists() else node_path
+
+
+def bind_node_dirs(root: Path) -> list[str]:
+    """Inside the namespace, put the scratch root's copies of ``BINDABLE`` directories at the node paths."""
+    bound: list[str] = []
+    if not os.environ.get(NAMESPACE_MARK):
+        return bound
+    for name in BINDABLE:
+        scratch = root / name
+        if scratch.is_dir() and Path("/" + name).is_dir():
+            subprocess.run(["mount", "--bind", str(scratch), "/" + name], check=True)
+            bound.append("/" + name)
+    return bound
+
+
+def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = None) -> Installed:
+    """Install for podman into ``workdir/root`` with a clean interpreter; return what engines would run."""
+    python = make_clean_python(workdir)
+    root = workdir / "root"
+    config = workdir / "config.toml"
+    config.write_text(config_text, encoding="utf-8")
+    (root / str(config.parent).lstrip("/")).mkdir(parents=True, exist_ok=True)
+    shutil.copy(config, root / str(config).lstrip("/"))
+    argv = [sys.executable, "-m", "hook", "install", "--engine", "podman", "--root", str(root)]
+    argv += ["--python", python, "--config", str(config)]
+    help_text = subprocess.run(
+        [sys.executable, "-m", "hook", "install", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    if runtime is not None and "--runtime" in help_text:
+        argv += ["--runtime", runtime]
+    subprocess.run(argv, check=True, capture_output=True)
+    bind_node_dirs(root)
+    hooks_json = next((root / "usr/share/containers/oci/hooks.d").glob("gpu-env-hook.json"))
+    entry = json.loads(hooks_json.read_text())["hook"]
+    args = list(entry.get("args") or [entry["path"]])
+    if args[-1] == "prestart":
+        args = args[:-1]
+    env = dict(item.split("=", 1) for item in entry.get("env", []))
+    hook_path = under(root, entry["path"])
+    return Installed(
+        root=root,
+        python=python,
+        hook_argv=[hook_path, *args[1:]] if args else [hook_path],
+        hook_path=hook_path,
+        hook_env=env,
+        runtime_wrapper=under(root, "/usr/local/libexec/gpu-env-hook/gpu-env-runtime"),
+        config=config,
+    )
