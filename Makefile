@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: demo test lint typecheck unit integration bench clean
+.PHONY: demo test lint typecheck unit integration bench soak clean
 
 # The machine's packages (runc, busybox-static, podman) and .venv: the same install step CI runs.
 $(VENV_STAMP): pyproject.toml .ci/run
@@ -33,6 +33,11 @@ integration: $(VENV_STAMP)
 ## bench: every performance figure against its target (the installed hook, shim and producer commands)
 bench: $(VENV_STAMP)
 	$(PY) tests/bench/bench_hook.py; hook=$$?; $(PY) tests/bench/bench_shim.py && exit $$hook
+
+## soak: the reliability trial's shapes (20 and 100 concurrent creates through the installed shim, a writer
+## racing readers, SIGKILL during the rewrite) with their figures; needs root
+soak: $(VENV_STAMP)
+	$(PY) tests/soak/soak.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache build *.egg-info
