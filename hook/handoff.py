@@ -13,6 +13,8 @@ names are the ones the unprivileged check trusts, exactly as when the hook reads
 
 from __future__ import annotations
 
+import os
+
 from hook.errors import EnvFileError
 
 TYPE_CHECKING = False
@@ -85,3 +87,55 @@ def take_handoff(value: str, env: dict[str, str], variable: str) -> EnvFile | No
                 "config.json no longer holds it (config.json was changed after the shim)"
             )
     return EnvFile(path=path, values={name: env[name] for name in handoff.names}, pinned=handoff.pinned)
+
+
+# --- giving the decision to the hooks of ours in a spec (the shim, podman's precreate stage) ---------------
+
+
+def has_our_hook(document: dict[str, object]) -> bool:
+    """Tell whether a prestart or createRuntime hook runs our hook."""
+    hooks = document.get("hooks")
+    if not isinstance(hooks, dict):
+        return False
+    return any(
+        is_our_hook(entry)
+        for stage in ("prestart", "createRuntime")
+        if isinstance(hooks.get(stage), list)
+        for entry in hooks[stage]
+    )
+
+
+def is_our_hook(entry: object) -> bool:
+    """Tell whether a hook entry runs our hook (``gpu-env-hook``, or ``-m hook``), which reads env files."""
+    if not isinstance(entry, dict):
+        return False
+    path = entry.get("path")
+    if isinstance(path, str) and os.path.basename(path) == "gpu-env-hook":
+        return True
+    args = entry.get("args")
+    return isinstance(args, list) and any(
+        args[i] == "-m" and args[i + 1] == "hook" for i in range(len(args) - 1)
+    )
+
+
+def with_handoff(entry: dict[str, object], handoff: str) -> dict[str, object]:
+    """Return the hook entry with the shim's env-file decision in its args (as it is without a command)."""
+    args = entry.get("args")
+    marked = add_handoff(args, handoff) if isinstance(args, list) else None
+    return entry if marked is None or marked == args else {**entry, "args": marked}
+
+
+def hand_off_to_our_hooks(document: dict[str, object], handoff: str) -> dict[str, object]:
+    """Return the spec with the decision given to every prestart/createRuntime hook of ours already there
+    (an engine's oci-hooks.d entry); the same document when there is none."""
+    hooks = document.get("hooks")
+    if not isinstance(hooks, dict):
+        return document
+    changed: dict[str, object] = {}
+    for stage in ("prestart", "createRuntime"):
+        entries = hooks.get(stage)
+        if isinstance(entries, list) and any(is_our_hook(entry) for entry in entries):
+            marked = [with_handoff(entry, handoff) if is_our_hook(entry) else entry for entry in entries]
+            if marked != entries:
+                changed[stage] = marked
+    return {**document, "hooks": {**hooks, **changed}} if changed else document

@@ -2,7 +2,9 @@
 
 podman runs precreate hooks (oci-hooks.d, ``"stages": ["precreate"]``) before it hands the spec to the
 runtime, so the variables reach the container process, which a prestart hook cannot do. Nothing but
-``process.env`` changes; a spec that names no env file goes back byte for byte. A refusal raises (the entry
+``process.env`` changes, and the args of our own prestart hook that podman already put in the spec get the
+env-file decision (``hook.handoff``: the hook never reads the file again); a spec that names no env file
+goes back byte for byte. A refusal raises (the entry
 point prints the one line and exits non-zero) before anything is written, so podman gets no config.
 """
 
@@ -42,9 +44,20 @@ def resolve_precreate(
 
     settings = parse_config(config_text, source=source, engine=engine)
     env_file, entries = merge_spec_env(document, spec_annotations(document), settings.env_file)
-    if env_file is None or entries == process_env(document):
-        return raw
-    return dump_spec(set_process_env(document, entries))
+    edited = (
+        document
+        if env_file is None or entries == process_env(document)
+        else set_process_env(document, entries)
+    )
+    # podman has already put the oci-hooks.d prestart hooks in the spec: tell ours what was merged, so that
+    # it never reads the env file a second time (a rewrite in between would mix two versions).
+    from hook.handoff import build_handoff, hand_off_to_our_hooks, has_our_hook
+
+    if has_our_hook(document):
+        pinned = env_file.pinned if env_file is not None else None
+        names = list(env_file.values) if env_file is not None else []
+        edited = hand_off_to_our_hooks(edited, build_handoff(pinned, names))
+    return raw if edited is document else dump_spec(edited)
 
 
 def load_proposed_spec(stdin: BinaryIO) -> bytes:

@@ -191,7 +191,12 @@ PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
     "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER,
-    "precreate": ENTRY | SPEC | STAGE | SETTINGS | DOTENV_PARSER | {"hook.precreate", "hook.specenv"},
+    "precreate": ENTRY
+    | SPEC
+    | STAGE
+    | SETTINGS
+    | DOTENV_PARSER
+    | {"hook.precreate", "hook.specenv", "hook.handoff"},
     "shim-create": ENTRY
     | SPEC
     | STAGE - {"hook.__main__"}

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 TESTS = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TESTS / "integration"))
@@ -328,6 +329,7 @@ def killed_writers(node: Node, kills: int) -> Figures:
         f"{tag}-{i}": node.bundle(f"{tag}-{i}", [f"NVIDIA_ENV_FROM_FILE={path}"]) for i in range(kills)
     }
     outcomes: list[Outcome] = []
+    figures_left: list[int] = []  # temp files present right after each kill
     stop_reading = threading.Event()
 
     def read_while_killing() -> None:
@@ -344,14 +346,15 @@ def killed_writers(node: Node, kills: int) -> Figures:
         stop = node.work / f"{tag}.stop-{killed}"
         with subprocess.Popen([sys.executable, "-I", "-c", _RACING_WRITER, str(path), str(stop), str(48 * 1024)],
                               stdout=subprocess.DEVNULL) as writer:  # fmt: skip
-            time.sleep(random.uniform(0.15, 0.4))  # noqa: S311 - a random moment, not a secret
-            writer.send_signal(signal.SIGKILL)
-            writer.wait()
+            time.sleep(random.uniform(0.0, 0.2))  # noqa: S311 - a random moment, not a secret
+            kill_mid_write(writer, node.env_dir, path.name)
         killed += 1
+        figures_left.append(count_temps(node.env_dir, path.name))
     reader.join()
     figures = Figures(f"writers SIGKILLed during the rewrite, {kills} readers", outcomes, killed=killed)
     one_version_check(node, figures)
-    figures.temps_before = count_temps(node.env_dir, path.name)
+    figures.temps_before = max(figures_left)
+    figures.notes.append(f"kills that left a temp file: {sum(n > 0 for n in figures_left)} of {killed}")
     from hook.bundle import write_atomic
 
     write_atomic(str(path), b"MARK=one\nNVIDIA_VISIBLE_DEVICES=0\n", mode=0o644)
@@ -366,15 +369,14 @@ def killed_shims(node: Node, kills: int) -> Figures:
     bundle = node.bundle(tag, [f"NVIDIA_ENV_FROM_FILE={env_file}"], padding=16_000_000)
     pristine = (bundle / "config.json").read_bytes()
     figures = Figures(f"shims SIGKILLed during the config.json rewrite, {kills} kills", [], killed=kills)
+    mid_write = 0
     for index in range(kills):
         (bundle / "config.json").write_bytes(pristine)
         name = f"{tag}-{index}"
         with subprocess.Popen([str(node.wrapper), "--root", str(node.state), "create", "--bundle", str(bundle), name],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) as shim:  # fmt: skip
-            time.sleep(random.uniform(0.05, 0.8))  # noqa: S311 - a random moment, not a secret
-            shim.send_signal(signal.SIGKILL)
-            shim.wait()
+            mid_write += kill_mid_write(shim, bundle, "config.json")
         runc(node, "delete", "--force", name)
         try:
             document = json.loads((bundle / "config.json").read_bytes())
@@ -385,6 +387,7 @@ def killed_shims(node: Node, kills: int) -> Figures:
         if (bundle / "config.json").read_bytes() != pristine and "MARK=merged" not in env:
             figures.torn += 1
     figures.temps_before = count_temps(bundle, "config.json")
+    figures.notes.append(f"killed while their temp file was there: {mid_write} of {kills}")
     (bundle / "config.json").write_bytes(pristine)
     outcome = create(node, f"{tag}-after", bundle, shim=True)
     start_and_collect(node, outcome, bundle)
@@ -393,6 +396,22 @@ def killed_shims(node: Node, kills: int) -> Figures:
     if outcome.ok and outcome.printed != "merged 2":
         figures.mismatched += 1
     return figures
+
+
+def kill_mid_write(proc: subprocess.Popen[Any], directory: Path, name: str, timeout: float = 30) -> bool:
+    """SIGKILL ``proc`` the moment a temp file of its own for ``name`` is in ``directory`` (or when it exits,
+    or at the timeout); return whether it was caught mid-write."""
+    from hook.bundle import parse_temp_name
+
+    deadline = time.monotonic() + timeout
+    caught = False
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(parse_temp_name(entry.name, name) == proc.pid for entry in directory.iterdir()):
+            caught = True
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return caught
 
 
 def count_temps(directory: Path, name: str) -> int:

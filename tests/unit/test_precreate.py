@@ -75,6 +75,37 @@ def test_resolve_precreate_merges(
     assert b", " not in result
 
 
+OUR_HOOK = {"path": "/usr/local/libexec/gpu-env-hook/gpu-env-hook", "args": ["gpu-env-hook", "prestart"]}
+
+
+@pytest.mark.parametrize(
+    ("file", "decision"),
+    [
+        pytest.param(
+            "NVIDIA_VISIBLE_DEVICES=3\nB=2\n", "unpinned:NVIDIA_VISIBLE_DEVICES,B", id="merged-file"
+        ),
+        pytest.param("X=1\n", "unpinned:X", id="file-changes-no-value"),
+        pytest.param(None, "none", id="missing-file-ignored"),
+    ],
+)
+def test_resolve_precreate_hands_off_to_our_hook(
+    tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile, file: str | None, decision: str
+) -> None:
+    """podman's oci-hooks.d prestart hook of ours, already in the spec, gets the decision in its args (it
+    then never reads the env file again); another hook is left as it is."""
+    path = make_env_file(file) if file is not None else tmp_path / "nvidia-env" / "missing.env"
+    other = {"path": "/usr/bin/other-hook", "args": ["other-hook", "prestart"]}
+    raw = proposed([f"NVIDIA_ENV_FROM_FILE={path}", "X=1"], hooks={"prestart": [other, OUR_HOOK]})
+    text = make_config(f'[env-file]\ndirectories = ["{path.parent}"]\non-missing = "ignore"\n').read_text()
+    document = json.loads(resolve_precreate(raw, text, source="c.toml"))
+    assert document["hooks"] == {
+        "prestart": [
+            other,
+            {**OUR_HOOK, "args": ["gpu-env-hook", f"-env-file-merged={decision}", "prestart"]},
+        ]
+    }
+
+
 @pytest.mark.parametrize(
     ("raw", "on_missing"),
     [
