@@ -86,14 +86,39 @@ def install_command(
 
 def uninstall_command(
     *,
-    engine: Annotated[Engine, typer.Option(help="The engine to uninstall for.")],
+    engine: Annotated[
+        Engine | None, typer.Option(help="The engine to uninstall for (omit with --purge: only purge).")
+    ] = None,
     root: Annotated[str, typer.Option(help="The node's / as seen from here (as given to install).")] = "/",
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what it would do; change nothing.")
     ] = False,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Also remove a runtime wrapper an earlier uninstall kept for running containers, once "
+            "none uses it (every uninstall does this too).",
+        ),
+    ] = False,
+    proc: Annotated[
+        str | None,
+        typer.Option(
+            help="The node's /proc as seen from here, to see which containers still run "
+            "(default: <root>/proc)."
+        ),
+    ] = None,
 ) -> None:
-    """Remove what install wrote for one engine and restore what it replaced."""
-    for line in write_uninstall(engine.value, os.path.abspath(root), dry_run=dry_run):
+    """Remove what install wrote for one engine and restore what it replaced; a runtime wrapper that
+    running containers still use is kept as a passthrough until they are gone."""
+    if engine is None and not purge:
+        from hook.install.common import InstallError
+
+        raise InstallError("uninstall: give --engine, or --purge to remove only what earlier uninstalls kept")
+    lines = write_uninstall(
+        engine.value if engine is not None else None, os.path.abspath(root), dry_run=dry_run, proc=proc
+    )
+    for line in lines:
         typer.echo(line)
 
 

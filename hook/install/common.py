@@ -69,6 +69,9 @@ class Plan(NamedTuple):
     engine: str
     files: tuple[PlannedFile, ...]
     notes: tuple[str, ...]
+    # The real runtime (node path) the runtime wrapper hands containers to; recorded in the manifest so that
+    # a retired wrapper (hook.install.retire) can exec it without Python. None: not found on the node.
+    runtime: str | None = None
 
 
 def rooted(root: str, path: str) -> str:

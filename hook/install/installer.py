@@ -22,9 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from hook import paths
-from hook.install import containerd, crio, docker, podman, wrappers
+from hook.install import containerd, crio, docker, podman, retire, wrappers
 from hook.install.common import (
     ENGINES,
+    EXECUTABLE_MODE,
     EnginePlan,
     InstallError,
     InstallOptions,
@@ -33,7 +34,10 @@ from hook.install.common import (
     engine_config_kind,
     rooted,
 )
+from hook.install.inuse import Users, find_runtime_users, node_proc
 from hook.install.manifest import (
+    RETIRED,
+    RETIRED_PATH,
     build_manifest,
     load_manifest,
     load_other_manifests,
@@ -90,7 +94,8 @@ def build_plan(options: InstallOptions) -> Plan:
     notes = wrappers.check_python(options)
     files, wrapper_notes = wrappers.plan(options)
     engine_plan = PLANNERS[engine](options)
-    return Plan(engine, (*files, *engine_plan.files), (*notes, *wrapper_notes, *engine_plan.notes))
+    runtime = engine_plan.runtime or retire.resolve_node_runtime(root)
+    return Plan(engine, (*files, *engine_plan.files), (*notes, *wrapper_notes, *engine_plan.notes), runtime)
 
 
 def write_directories(root: str, directories: list[str]) -> None:
@@ -124,9 +129,11 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     root = options.root
     own = load_manifest(root, plan.engine)
     others = load_other_manifests(root, plan.engine)
+    retired = load_manifest(root, RETIRED)
     manifest_at = manifest_path(plan.engine)
     created = missing_directories(root, [*(planned.path for planned in plan.files), manifest_at])
-    manifest = build_manifest(plan, root, own, others, created)
+    sources = {**others, **({RETIRED: retired} if retired is not None else {})}
+    manifest = build_manifest(plan, root, own, sources, created)
     manifest_data = dump_json(manifest, "install-manifest", rooted(root, manifest_at))
     stale = [
         entry for entry in (own or {}).get("files", []) if manifest_entry(manifest, entry["path"]) is None
@@ -149,7 +156,26 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     for entry in reversed(stale):
         lines += undo_file(entry, root, others)
     lines.append(f"wrote {rooted(root, manifest_at)} (what uninstall undoes)")
+    if retired is not None:
+        lines += take_back_retired(root, retired, [planned.path for planned in plan.files])
     return lines + list(plan.notes)
+
+
+def take_back_retired(root: str, retired: dict[str, Any], written: list[str]) -> list[str]:
+    """Drop from the retired record the files install has just written again (the new manifest now holds
+    what they replaced); remove the record when nothing is left in it."""
+    node = NodeRoot(root)
+    left = [entry for entry in retired["files"] if entry["path"] not in written]
+    if len(left) == len(retired["files"]):
+        return []
+    if left:
+        record = {**retired, "files": left}
+        node.write_atomic(
+            RETIRED_PATH, dump_json(record, "install-manifest", node.show(RETIRED_PATH)), mode=0o600
+        )
+        return []
+    node.unlink(RETIRED_PATH)
+    return [f"removed {node.show(RETIRED_PATH)} (the retired runtime wrapper is installed again)"]
 
 
 def undo_file(
@@ -202,36 +228,138 @@ def undo_file(
     return [f"{verb}restore {where}"]
 
 
-def write_uninstall(engine: str, root: str = "/", *, dry_run: bool = False) -> list[str]:
-    """Undo what ``install --engine engine`` wrote under ``root``; return the report."""
-    if engine not in ENGINES:
+def write_uninstall(
+    engine: str | None, root: str = "/", *, dry_run: bool = False, proc: str | None = None
+) -> list[str]:
+    """Undo what ``install --engine engine`` wrote under ``root``, retiring a runtime wrapper containers still
+    use; then remove what earlier uninstalls retired, where no container uses it any more (``engine`` None:
+    only that). ``proc``: the node's /proc as seen from here (default ``<root>/proc``). Return the report."""
+    if engine is not None and engine not in ENGINES:
         raise InstallError(f"--engine {engine}: must be one of {', '.join(ENGINES)}")
     check_root(root)
+    if engine is None:
+        purged = purge_retired(root, proc=proc, dry_run=dry_run)
+        return purged or [f"nothing retired under {root} (no {rooted(root, RETIRED_PATH)})"]
     manifest = load_manifest(root, engine)
     manifest_at = rooted(root, manifest_path(engine))
     if manifest is None:
         raise InstallError(f"--engine {engine}: not installed under {root} (no {manifest_at})")
     others = load_other_manifests(root, engine)
-    lines = []
+    users = runtime_users(manifest, others, root, proc)
+    lines: list[str] = []
+    retired: list[dict[str, Any]] = []
     for entry in reversed(manifest["files"]):
-        lines += undo_file(entry, root, others, dry_run=dry_run)
+        if users is not None and entry["path"] == paths.RUNTIME_WRAPPER:
+            kept, entry_lines = retire_file(
+                entry, root, engine, manifest.get("runtime"), users, dry_run=dry_run
+            )
+            lines += entry_lines
+            retired += [kept] if kept is not None else []
+        else:
+            lines += undo_file(entry, root, others, dry_run=dry_run)
+    kept_paths = [entry["path"] for entry in retired]
+    keep_dirs = retire.directories_for(manifest, [*kept_paths, RETIRED_PATH]) if retired else []
     if dry_run:
         lines.append(f"would remove {manifest_at}")
         lines += [
             f"would remove directory {rooted(root, directory)} if empty"
             for directory in reversed(manifest["directories"])
+            if directory not in keep_dirs
         ]
-        return lines
+        return lines + purge_retired(root, proc=proc, dry_run=True) + list(AFTER_UNINSTALL[engine]())
     node = NodeRoot(root)
+    if retired:
+        record_retired(root, retired, keep_dirs)
     node.unlink(manifest_path(engine))
     lines.append(f"removed {manifest_at}")
     for directory in reversed(manifest["directories"]):
         where = rooted(root, directory)
-        if not node.is_dir(directory):
+        if directory in keep_dirs or not node.is_dir(directory):
             continue
         if not node.rmdir(directory):
             if not others:
                 lines.append(f"kept directory {where}: it holds files install did not write")
             continue
         lines.append(f"removed directory {where}")
+    if not retired:
+        lines += purge_retired(root, proc=proc, dry_run=False)
     return lines + list(AFTER_UNINSTALL[engine]())
+
+
+def runtime_users(
+    manifest: dict[str, Any], others: dict[str, dict[str, Any]], root: str, proc: str | None
+) -> Users | None:
+    """Return who still uses the runtime wrapper this uninstall would remove (None: it removes none, or no
+    container uses it, as far as the node's processes show)."""
+    if manifest_entry(manifest, paths.RUNTIME_WRAPPER) is None:
+        return None
+    if any(manifest_entry(other, paths.RUNTIME_WRAPPER) is not None for other in others.values()):
+        return None  # another engine's install keeps it
+    users = find_runtime_users(node_proc(root, proc), paths.RUNTIME_WRAPPER)
+    return None if users.idle else users
+
+
+def retire_file(
+    entry: dict[str, Any], root: str, engine: str, runtime: str | None, users: Users, *, dry_run: bool
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Replace the runtime wrapper with the retired one (no Python, exec the real runtime, refuse creates);
+    return its entry for the retired record and the report. A wrapper changed since install is left."""
+    node = NodeRoot(root)
+    path = entry["path"]
+    found = node.lstat(path)
+    current = node.read(path, follow=False) if found is not None and stat.S_ISREG(found.st_mode) else None
+    if current is None or sha256(current) != entry["sha256"]:
+        return None, undo_file(entry, root, {}, dry_run=dry_run)
+    real = runtime or retire.resolve_node_runtime(root) or retire.FALLBACK_RUNTIMES[0]
+    data = retire.build_retired_wrapper(real, engine)
+    if not dry_run:
+        node.write_atomic(path, data, mode=EXECUTABLE_MODE, owner=kept_owner(node, path))
+    verb = "would keep" if dry_run else "kept"
+    line = (
+        f"{verb} {node.show(path)} as a passthrough to {real} (no Python; it refuses new containers): "
+        f"{retire.users_text(users)}; `gpu-env-hook uninstall --purge` removes it once none does"
+    )
+    kept = {"path": path, "sha256": sha256(data), "mode": EXECUTABLE_MODE, "merge": None}
+    return {**kept, "previous": entry["previous"]}, [line]
+
+
+def record_retired(root: str, entries: list[dict[str, Any]], directories: list[str]) -> None:
+    """Add retired files (and the directories that hold them) to the retired record."""
+    node = NodeRoot(root)
+    record = load_manifest(root, RETIRED) or retire.new_record()
+    paths_now = {entry["path"] for entry in entries}
+    record["files"] = [entry for entry in record["files"] if entry["path"] not in paths_now] + entries
+    merged = sorted(set(record["directories"]) | set(directories), key=lambda d: (d.count("/"), d))
+    record["directories"] = merged
+    data = dump_json(record, "install-manifest", node.show(RETIRED_PATH))
+    node.write_atomic(RETIRED_PATH, data, mode=0o600)
+
+
+def purge_retired(root: str, *, proc: str | None, dry_run: bool) -> list[str]:
+    """Remove what earlier uninstalls retired, file by file, once no container uses it; then the record and
+    the directories that held only that."""
+    record = load_manifest(root, RETIRED)
+    if record is None:
+        return []
+    node = NodeRoot(root)
+    others = load_other_manifests(root, RETIRED)
+    lines, left = [], []
+    for entry in record["files"]:
+        users = find_runtime_users(node_proc(root, proc), entry["path"])
+        if not users.idle:
+            left.append(entry)
+            lines.append(f"kept {node.show(entry['path'])} (retired): {retire.users_text(users)}")
+            continue
+        lines += undo_file(entry, root, others, dry_run=dry_run)
+    if dry_run:
+        return lines
+    if left:
+        data = dump_json({**record, "files": left}, "install-manifest", node.show(RETIRED_PATH))
+        node.write_atomic(RETIRED_PATH, data, mode=0o600)
+        return lines
+    node.unlink(RETIRED_PATH)
+    lines.append(f"removed {node.show(RETIRED_PATH)}")
+    for directory in reversed(record["directories"]):
+        if node.is_dir(directory) and node.rmdir(directory):
+            lines.append(f"removed directory {node.show(directory)}")
+    return lines

@@ -19,10 +19,15 @@ from hook.install.common import ENGINES, InstallError, Plan, rooted
 from hook.install.rootfs import NodeRoot
 
 MANIFEST_VERSION = 1
+# The record of what uninstall retired instead of removing (hook.install.retire): a manifest of its own.
+RETIRED = "retired"
+RETIRED_PATH = os.path.join(paths.STATE_DIR, "retired.json")
 
 
 def manifest_path(engine: str) -> str:
-    """Return the node path of an engine's install manifest."""
+    """Return the node path of an engine's install manifest (or of the retired record)."""
+    if engine == RETIRED:
+        return RETIRED_PATH
     return os.path.join(paths.STATE_DIR, f"install-{engine}.json")
 
 
@@ -122,7 +127,8 @@ def build_manifest(
             entry = manifest_entry(manifest, planned.path) if manifest is not None else None
             if entry is None:
                 continue
-            if engine != plan.engine and planned.merge is None and entry["sha256"] != sha256(planned.data):
+            foreign = engine not in (plan.engine, RETIRED)
+            if foreign and planned.merge is None and entry["sha256"] != sha256(planned.data):
                 raise InstallError(
                     f"{planned.path}: `install --engine {engine}` wrote it with other options; "
                     f"install with the same options, or uninstall --engine {engine} first"
@@ -155,4 +161,5 @@ def build_manifest(
         "package-version": __version__,
         "files": entries,
         "directories": directories,
+        "runtime": plan.runtime,
     }

@@ -11,9 +11,11 @@ new mount and PID namespaces (``unshare --mount --pid --fork --kill-child``) whe
 * a fresh tmpfs is ``/run``: the sockets and state containerd and its shims keep there
   (``/run/containerd/s``, ``/run/docker``) never reach the host's.
 
-dockerd starts its own containerd under its exec-root. dockerd is PID 1 of its PID namespace: when it ends
-(``stop()``: SIGTERM, then SIGKILL to ``unshare``, whose ``--kill-child`` kills it), the kernel kills every
-process left in the namespace: containerd, the shims, the containers. Nothing outlives a test.
+dockerd starts its own containerd under its exec-root. PID 1 of the namespace is tini (``docker-init``, which
+reaps the shims containerd daemonizes, as a node's init does) and dockerd its child: when dockerd ends
+(``stop()``: SIGTERM, then SIGKILL to ``unshare``, whose ``--kill-child`` kills tini), tini ends, and the
+kernel kills every process left in the namespace: containerd, the shims, the containers. Nothing outlives a
+test.
 
 The image is a busybox root filesystem fed to ``docker import`` (no registry, no network).
 """
@@ -39,6 +41,8 @@ from hook import paths
 DOCKERD = shutil.which("dockerd", path="/usr/sbin:/usr/bin") or "/usr/sbin/dockerd"
 # Debian's 20.10 client, by path: another docker client may come first on PATH.
 DOCKER = "/usr/bin/docker"
+# tini (docker.io depends on it): PID 1 of the namespace, so that orphaned shims are reaped as on a node.
+INIT = "/usr/bin/docker-init"
 IMAGE = "gpu-env-hook-busybox:test"
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
@@ -55,6 +59,7 @@ def available() -> bool:
         os.geteuid() == 0
         and os.access(DOCKERD, os.X_OK)
         and os.access(DOCKER, os.X_OK)
+        and os.access(INIT, os.X_OK)
         and shutil.which("unshare") is not None
     )
 
@@ -66,7 +71,7 @@ def _script(node: Path) -> str:
         binds.append((node / "opt", "/opt"))
     lines = ["set -e", "mount -t tmpfs -o mode=0755 tmpfs /run"]
     lines += [f'mount --bind "{source}" "{target}"' for source, target in binds]
-    lines.append('exec "$@"')
+    lines.append(f'exec {INIT} -- "$@"')
     return "\n".join(lines)
 
 
@@ -133,13 +138,19 @@ class Dockerd:
         self.stop()
         raise DockerdError(f"dockerd did not answer within {START_TIMEOUT:.0f}s: {self.log()}")
 
-    def pid(self) -> int:
-        """dockerd's pid as seen from here (the child of ``unshare``; its own pidfile says 1)."""
+    def init_pid(self) -> int:
+        """The namespace's PID 1 (tini), as seen from here: the child of ``unshare``."""
         assert self.process is not None, "dockerd was not started"
-        task = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        children = task.read_text().split()
-        assert children, f"dockerd is not running: {self.log()}"
-        return int(children[0])
+        return _first_child(self.process.pid)
+
+    def pid(self) -> int:
+        """dockerd's pid as seen from here (tini's child; its own pidfile says 2)."""
+        return _first_child(self.init_pid())
+
+    def in_namespace(self, argv: list[str]) -> list[str]:
+        """Return ``argv`` wrapped to run in dockerd's mount and PID namespaces: there ``/proc`` lists only
+        this daemon's processes (a node's /proc, with no other test's shims in it)."""
+        return ["nsenter", "--target", str(self.init_pid()), "--mount", "--pid", "--", *argv]
 
     def reload(self) -> None:
         """SIGHUP dockerd (what ``systemctl reload docker`` does) and wait until it has reloaded."""
@@ -221,8 +232,9 @@ class Dockerd:
         proc = self.docker("info", "--format", "{{range $name, $_ := .Runtimes}}{{$name}} {{end}}")
         return proc.stdout.split()
 
-    def descendants(self) -> list[tuple[int, str]]:
-        """Every process below dockerd (pid, command name): its containerd, the shims, the containers."""
+    def leftovers(self) -> list[tuple[int, str]]:
+        """Every live process in the namespace but tini, dockerd and its containerd (pid, command name):
+        shims and container processes."""
         children: dict[int, list[int]] = {}
         names: dict[int, str] = {}
         for entry in Path("/proc").iterdir():
@@ -233,14 +245,26 @@ class Dockerd:
             except OSError:
                 continue
             name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+            if rest.split()[0] == "Z":
+                continue  # a zombie: dead, about to be reaped
             names[int(entry.name)] = name
             children.setdefault(int(rest.split()[1]), []).append(int(entry.name))
-        found, pending = [], list(children.get(self.pid(), []))
+        dockerd = self.pid()
+        daemons = {dockerd, *(pid for pid in children.get(dockerd, []) if names.get(pid) == "containerd")}
+        found, pending = [], list(children.get(self.init_pid(), []))
         while pending:
             pid = pending.pop()
-            found.append((pid, names.get(pid, "?")))
+            if pid not in daemons:
+                found.append((pid, names.get(pid, "?")))
             pending += children.get(pid, [])
         return sorted(found)
+
+
+def _first_child(pid: int) -> int:
+    """The first child of ``pid`` (fails the test when it has none)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert children, f"process {pid} has no child"
+    return int(children[0])
 
 
 @contextlib.contextmanager

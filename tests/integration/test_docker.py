@@ -31,6 +31,8 @@ ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=1,2\nUSER_CUS
 DAEMON_JSON = b'{\n  "log-level": "info",\n  "default-ulimits": {"nofile": {"Name": "nofile", "Hard": 4096, "Soft": 1024}}\n}\n'
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 RUN = ("run", "--rm", "--network", "none")
+# A container process that ends on SIGTERM (a bare ``sleep`` as PID 1 ignores it).
+WORKER = ("sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.2; done")
 
 
 class Node:
@@ -65,9 +67,17 @@ class Node:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.splitlines()
 
-    def uninstall(self, *flags: str) -> list[str]:
-        """``gpu-env-hook uninstall --engine docker --root NODE FLAGS``; its output lines."""
-        proc = gpu_env_hook("uninstall", "--engine", "docker", "--root", str(self.root), *flags)
+    def uninstall(self, *flags: str, daemon: Dockerd | None = None) -> list[str]:
+        """``gpu-env-hook uninstall --engine docker --root NODE FLAGS`` (``--purge`` alone: without
+        ``--engine``); its output lines. With ``daemon``: run in its namespaces with ``--proc /proc``, so that
+        the processes uninstall sees are that daemon's, as on a node."""
+        engine = () if "--purge" in flags else ("--engine", "docker")
+        args = ["uninstall", *engine, "--root", str(self.root), *flags]
+        if daemon is None:
+            proc = gpu_env_hook(*args)
+        else:
+            argv = daemon.in_namespace([PYTHON, "-I", "-m", "hook", *args, "--proc", "/proc"])
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.splitlines()
 
@@ -213,3 +223,67 @@ def test_uninstall_restores_daemon_json_and_dockerd_keeps_the_runtime_until_rest
         assert paths.RUNTIME_HANDLER in daemon.runtimes()
         daemon.restart()
         assert paths.RUNTIME_HANDLER not in daemon.runtimes()
+
+
+# --- uninstall never strands a container -------------------------------------------------------------------
+
+
+def tree(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, bytes | None]:
+    """Every entry under ``root`` (a file's bytes, None for a directory), but the ``skip`` ones."""
+    return {
+        str(path.relative_to(root)): (path.read_bytes() if path.is_file() else None)
+        for path in sorted(root.rglob("*"))
+        if str(path.relative_to(root)) not in skip
+    }
+
+
+def test_uninstall_with_running_containers_leaves_them_stoppable_and_purge_cleans_up(tmp_path: Path) -> None:
+    """Containers created through the runtime before an uninstall can still be stopped, killed and removed,
+    promptly and with no process left behind: uninstall keeps the runtime wrapper as a passthrough to the
+    real runtime (no Python) that refuses new containers; ``uninstall --purge`` removes it once none runs."""
+    node = Node(tmp_path)
+    before = tree(node.root)
+    node.install()
+    with running(node.root) as daemon:
+        image = daemon.import_busybox()
+        daemon.reload()
+        names = [f"strand-{tmp_path.name[-8:]}-{index}" for index in range(2)]
+        for name in names:
+            detached = ("run", "-d", "--name", name, "--network", "none", "--runtime", "gpu-env")
+            daemon.docker(*detached, image, *WORKER)
+        lines = node.uninstall(daemon=daemon)
+        kept = [
+            line
+            for line in lines
+            if line.startswith(f"kept {node.root}{paths.RUNTIME_WRAPPER} as a passthrough")
+        ]
+        assert kept, lines
+        assert (
+            "(no Python; it refuses new containers): 2 process(es) still use it: containerd-shim" in kept[0]
+        )
+        assert node.daemon_json.read_bytes() == DAEMON_JSON
+        assert (node.root / "var/lib/gpu-env-hook/retired.json").is_file()
+
+        proc, stop_seconds = timed(daemon, "stop", "-t", "10", names[0])
+        assert proc.returncode == 0, proc.stderr
+        assert stop_seconds < 5  # the worker exits on SIGTERM: docker did not fall back to SIGKILL after 10 s
+        proc = daemon.docker("kill", names[1], check=False)
+        assert proc.returncode == 0, proc.stderr
+        proc = daemon.docker("rm", *names, check=False)
+        assert proc.returncode == 0, proc.stderr
+        deadline = time.monotonic() + 10
+        while daemon.leftovers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert daemon.leftovers() == []  # no shim, no container process left
+
+        # dockerd still lists the runtime until it restarts: a new container is refused in one line.
+        proc = daemon.docker(*RUN, "--runtime", "gpu-env", image, "true", check=False)
+        assert proc.returncode != 0
+        assert (
+            "gpu-env-runtime: gpu-env-hook was uninstalled from this node; this runtime only stops and deletes "
+            "the containers created before; restart docker and do not select runtime gpu-env"
+        ) in proc.stderr
+
+        lines = node.uninstall("--purge", daemon=daemon)
+        assert f"remove {node.root}{paths.RUNTIME_WRAPPER}" in lines
+    assert tree(node.root, skip=("etc/docker/key.json",)) == before

@@ -140,15 +140,20 @@ def test_runtime_class_names_the_installed_handler() -> None:
 
 
 def test_script_installs_and_uninstalls_with_the_host_root(container: dict[str, Any]) -> None:
-    """The container command runs install on start and uninstall from its TERM trap, both with --root."""
+    """The container command installs with --root (MODE=install), uninstalls only in MODE=uninstall, and its
+    TERM trap uninstalls nothing (a rolling update must not strand the containers the handler runs)."""
     assert container["command"] == ["/bin/sh", "-c"]
     (script,) = container["args"]
     install = '"$PY" -I -m hook install --engine "$ENGINE" --root "$HOST" --python "$PY" $INSTALL_ARGS'
-    uninstall = '"$PY" -I -m hook uninstall --engine "$ENGINE" --root "$HOST"'
+    uninstall = '"$PY" -I -m hook uninstall --engine "$ENGINE" --root "$HOST" --proc "$HOST/proc"'
     assert install in script
     assert uninstall in script
-    assert "trap uninstall TERM INT" in script
-    assert script.index("trap uninstall TERM INT") < script.index(install)
+    assert "trap stop TERM INT" in script
+    trap = script[script.index("stop() {") : script.index("trap stop TERM INT")]
+    assert "uninstall" not in trap.replace("uninstalls nothing", "")
+    assert script.index("trap stop TERM INT") < script.index(install)
+    env = {item["name"]: item["value"] for item in container["env"]}
+    assert env["MODE"] == "install"
 
 
 def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
@@ -163,6 +168,67 @@ def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
         else:
             found[rel] = ("file", path.stat().st_mode, path.read_bytes())
     return found
+
+
+class Script:
+    """The DaemonSet's script run against a node tree, as its pod would run it (own session, killed after)."""
+
+    def __init__(self, tmp_path: Path, container: dict[str, Any], engine: str) -> None:
+        self.host = tmp_path / "node"
+        self.source = tmp_path / "image" / "opt" / "gpu-env-hook"
+        (self.host / "run/nvidia-env").mkdir(parents=True)
+        (self.host / "run/nvidia-env").chmod(0o755)
+        self.source.mkdir(parents=True)
+        (self.host / str(self.source.parent).lstrip("/")).mkdir(parents=True)  # as /opt on a node
+        (self.source / "python-stand-in").write_text("the image's interpreter\n")
+        (self.script,) = container["args"]
+        self.engine = engine
+
+    def start(self, mode: str) -> subprocess.Popen[str]:
+        """Start the script in ``mode`` and wait for its "installed"/"uninstalled" line."""
+        env = {
+            "PATH": paths.FIXED_PATH,
+            "MODE": mode,
+            "ENGINE": self.engine,
+            "HOST": str(self.host),
+            "SOURCE": str(self.source),
+            "PY": PYTHON,
+            "INSTALL_ARGS": "",
+        }
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", self.script],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # so a failing test can kill the script's sleeper too
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("gpu-env-hook: "):
+                break
+        return proc
+
+    @staticmethod
+    def terminate(proc: subprocess.Popen[str]) -> tuple[int, str]:
+        """TERM the script as kubelet does; return its status and stderr (the session is killed after)."""
+        try:
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # nothing is left when the script exited cleanly
+            proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()  # also on failure: no unclosed pipe left to warn in a later test
+        return proc.returncode, stderr
+
+
+def fake_proc(host: Path) -> None:
+    """Give the node tree a /proc where only an init runs (the DaemonSet reads the node's processes there)."""
+    (host / "proc/1").mkdir(parents=True)
+    (host / "proc/1/cmdline").write_bytes(b"/sbin/init\0")
 
 
 @pytest.mark.parametrize(
@@ -180,60 +246,57 @@ def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
         pytest.param("containerd", None, "etc/containerd/config.toml", id="explicit-containerd"),
     ],
 )
-def test_script_installs_on_start_and_uninstalls_on_sigterm(
+def test_script_installs_on_start_keeps_it_on_sigterm_and_uninstalls_in_uninstall_mode(
     tmp_path: Path, container: dict[str, Any], engine: str, socket_path: str | None, expected_file: str
 ) -> None:
-    """Run the DaemonSet's script against a node tree: installed while it runs, the tree restored on TERM."""
-    host, source = tmp_path / "node", tmp_path / "image" / "opt" / "gpu-env-hook"
-    (host / "run/nvidia-env").mkdir(parents=True)
-    (host / "run/nvidia-env").chmod(0o755)
-    source.mkdir(parents=True)
-    (host / str(source.parent).lstrip("/")).mkdir(parents=True)  # as /opt on a node
-    (source / "python-stand-in").write_text("the image's interpreter\n")
+    """Run the DaemonSet's script against a node tree: installed while it runs and still installed after TERM
+    (a rolling update); the next pod in MODE=uninstall restores the tree."""
+    script = Script(tmp_path, container, engine)
+    fake_proc(script.host)
     listener = None
     if socket_path is not None:
-        (host / socket_path).parent.mkdir(parents=True)
+        (script.host / socket_path).parent.mkdir(parents=True)
         listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(host / socket_path))
-    before = snapshot(host)
-    (script,) = container["args"]
-    env = {
-        "PATH": paths.FIXED_PATH,
-        "ENGINE": engine,
-        "HOST": str(host),
-        "SOURCE": str(source),
-        "PY": PYTHON,
-        "INSTALL_ARGS": "",
-    }
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", script],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # so a failing test can kill the script's sleeper too
-    )
+        listener.bind(str(script.host / socket_path))
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("gpu-env-hook: installed for"):
-                break
-        assert (host / expected_file).is_file()
-        assert (host / paths.RUNTIME_WRAPPER.lstrip("/")).is_file()
-        assert (host / str(source).lstrip("/") / "python-stand-in").read_text() == "the image's interpreter\n"
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
+        before = snapshot(script.host)
+        status, stderr = Script.terminate(script.start("install"))
+        assert status == 0, stderr
+        assert (script.host / expected_file).is_file()
+        assert (script.host / paths.RUNTIME_WRAPPER.lstrip("/")).is_file()
+        copied = script.host / str(script.source).lstrip("/") / "python-stand-in"
+        assert copied.read_text() == "the image's interpreter\n"
+        status, stderr = Script.terminate(script.start("uninstall"))
+        assert status == 0, stderr
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # nothing is left when the script exited cleanly
-        proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()  # also on failure: no unclosed pipe left to warn in a later test
         if listener is not None:
             listener.close()
-    assert proc.returncode == 0, stderr
-    assert snapshot(host) == before
+    assert snapshot(script.host) == before
+
+
+def test_uninstall_mode_keeps_a_runtime_wrapper_running_containers_use(
+    tmp_path: Path, container: dict[str, Any]
+) -> None:
+    """MODE=uninstall with a container still running through the handler keeps the runtime wrapper (a
+    passthrough without Python) and removes the copied Python; the same mode later, with the container gone,
+    removes the wrapper: the tree is restored."""
+    script = Script(tmp_path, container, "crio")
+    fake_proc(script.host)
+    before = snapshot(script.host)
+    fake_proc_conmon = script.host / "proc/77"
+    fake_proc_conmon.mkdir()
+    (fake_proc_conmon / "cmdline").write_bytes(f"/usr/bin/conmon\0-r\0{paths.RUNTIME_WRAPPER}\0".encode())
+    Script.terminate(script.start("install"))
+    status, stderr = Script.terminate(script.start("uninstall"))
+    assert status == 0, stderr
+    wrapper = script.host / paths.RUNTIME_WRAPPER.lstrip("/")
+    assert "(retired)" in wrapper.read_text()
+    assert not (script.host / str(script.source).lstrip("/")).exists()
+    (fake_proc_conmon / "cmdline").unlink()
+    fake_proc_conmon.rmdir()
+    status, stderr = Script.terminate(script.start("uninstall"))
+    assert status == 0, stderr
+    assert snapshot(script.host) == before
 
 
 def test_script_refuses_a_node_without_a_known_socket(tmp_path: Path, container: dict[str, Any]) -> None:

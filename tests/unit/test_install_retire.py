@@ -1,0 +1,263 @@
+"""uninstall never strands a container: a runtime wrapper still in use is retired (a passthrough without
+Python that refuses new containers) and removed by a later uninstall once no container uses it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hook import paths
+from hook.install import InstallError, InstallOptions, write_install, write_uninstall
+from hook.install.inuse import find_runtime_users, node_proc
+from hook.install.retire import build_retired_wrapper
+
+PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
+WRAPPER = paths.RUNTIME_WRAPPER
+REFUSAL = (
+    "gpu-env-runtime: gpu-env-hook was uninstalled from this node; this runtime only stops and deletes the "
+    "containers created before; restart crio and do not select runtime gpu-env"
+)
+
+
+def snapshot(root: Path) -> dict[str, Any]:
+    """Every entry under ``root``: a file's mode and bytes, a directory's mode."""
+    return {
+        str(path.relative_to(root)): (path.stat().st_mode, path.read_bytes() if path.is_file() else None)
+        for path in sorted(root.rglob("*"))
+    }
+
+
+class FakeProc:
+    """A /proc-shaped tree: processes with a command line and, for shims, a bundle as working directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.add(1, ["/sbin/init"])
+
+    def add(self, pid: int, argv: list[str], *, bundle_options: dict[str, Any] | None = None) -> None:
+        """Add process ``pid`` running ``argv`` (a runc v2 shim when ``bundle_options`` is given)."""
+        directory = self.root / str(pid)
+        directory.mkdir(parents=True)
+        (directory / "cmdline").write_bytes(b"\0".join(arg.encode() for arg in argv) + b"\0")
+        if bundle_options is not None:
+            bundle = self.root.parent / f"bundle-{pid}"
+            bundle.mkdir()
+            (bundle / "options.json").write_text(json.dumps(bundle_options))
+            (directory / "cwd").symlink_to(bundle)
+
+    def remove(self, pid: int) -> None:
+        """End process ``pid``."""
+        for path in sorted((self.root / str(pid)).iterdir()):
+            path.unlink()
+        (self.root / str(pid)).rmdir()
+
+
+@pytest.fixture
+def proc(tmp_path: Path) -> FakeProc:
+    """An empty fake /proc (only an init)."""
+    return FakeProc(tmp_path / "proc")
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    """A node tree with a runc on its PATH."""
+    root = tmp_path / "node"
+    (root / "usr/sbin").mkdir(parents=True)
+    (root / "usr/sbin/runc").write_text("#!/bin/sh\n")
+    (root / "usr/sbin/runc").chmod(0o755)
+    return root
+
+
+def install(node: Path, engine: str = "crio") -> list[str]:
+    """Install for ``engine`` into ``node``."""
+    return write_install(InstallOptions(engine=engine, python=PYTHON, root=str(node)))
+
+
+# --- who uses the runtime --------------------------------------------------------------------------------
+
+
+def test_users_are_shims_whose_bundle_names_the_wrapper_and_conmons_that_name_it(proc: FakeProc) -> None:
+    """A runc v2 shim counts when its bundle's options.json names the wrapper; conmon when its command line
+    does; other shims and processes do not."""
+    shim = ["/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "a" * 64, "-address", "/x"]
+    proc.add(10, shim, bundle_options={"binary_name": WRAPPER, "root": "/run/containerd/runc/k8s.io"})
+    proc.add(11, [*shim[:4], "b" * 64], bundle_options={"binary_name": "/usr/sbin/runc"})
+    proc.add(12, ["/usr/bin/conmon", "-c", "c" * 64, "-r", WRAPPER, "-b", "/run/x"])
+    proc.add(13, ["/usr/bin/conmon", "-c", "d" * 64, "-r", "/usr/bin/crun"])
+    users = find_runtime_users(str(proc.root), WRAPPER)
+    assert users.users == ("conmon pid 12", f"containerd-shim-runc-v2 pid 10 (container {'a' * 12})")
+
+
+def test_a_root_without_a_live_proc_runs_nothing(node: Path) -> None:
+    """An image tree (no live /proc) runs no container; an explicit --proc must be a live one."""
+    (node / "proc").mkdir()
+    assert node_proc(str(node)) is None
+    assert find_runtime_users(None, WRAPPER).idle
+    with pytest.raises(InstallError, match=rf"^--proc {node}/proc: not a live /proc \(no processes there\)$"):
+        node_proc(str(node), f"{node}/proc")
+
+
+# --- the retired wrapper, run by a real /bin/sh -----------------------------------------------------------
+
+
+@pytest.fixture
+def retired(tmp_path: Path) -> tuple[Path, Path]:
+    """A retired wrapper whose real runtime records its argv; returns (wrapper, record)."""
+    record = tmp_path / "runtime-argv"
+    runtime = tmp_path / "real-runtime"
+    runtime.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\n')
+    runtime.chmod(0o755)
+    wrapper = tmp_path / "gpu-env-runtime"
+    wrapper.write_bytes(build_retired_wrapper(str(runtime), "crio"))
+    wrapper.chmod(0o755)
+    return wrapper, record
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--root", "/run/runc", "kill", "abc", "SIGTERM"], id="kill"),
+        pytest.param(
+            ["--root=/run/runc", "--log", "/x/log.json", "--log-format", "json", "delete", "abc"],
+            id="delete-with-log",
+        ),
+        pytest.param(["--systemd-cgroup", "state", "abc"], id="state"),
+        pytest.param(["kill", "create", "9"], id="container-named-create"),
+        pytest.param(["--root", "create", "list"], id="root-named-create"),
+    ],
+)
+def test_retired_wrapper_passes_every_other_command_to_the_real_runtime(
+    retired: tuple[Path, Path], args: list[str]
+) -> None:
+    """Anything but create/run/restore reaches the real runtime with the same argv, whatever the ids."""
+    wrapper, record = retired
+    proc = subprocess.run([str(wrapper), *args], capture_output=True, text=True, timeout=30, check=False)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert record.read_text().splitlines() == args
+
+
+@pytest.mark.parametrize(
+    ("args", "json_log"),
+    [
+        pytest.param(
+            [
+                "--root",
+                "/run/runc",
+                "--log",
+                "LOG",
+                "--log-format",
+                "json",
+                "create",
+                "--bundle",
+                "/b",
+                "abc",
+            ],
+            True,
+            id="create-json-log",
+        ),
+        pytest.param(["--log=LOG", "run", "abc"], False, id="run-text-log"),
+        pytest.param(["restore", "abc"], None, id="restore-no-log"),
+    ],
+)
+def test_retired_wrapper_refuses_new_containers_in_one_line(
+    retired: tuple[Path, Path], tmp_path: Path, args: list[str], json_log: bool | None
+) -> None:
+    """create, run and restore are refused: one line on stderr and, as runc writes it, in --log (which the
+    engine shows); the real runtime is never run."""
+    wrapper, record = retired
+    log = tmp_path / "log.json"
+    argv = [arg.replace("LOG", str(log)) for arg in args]
+    proc = subprocess.run([str(wrapper), *argv], capture_output=True, text=True, timeout=30, check=False)
+    assert (proc.returncode, proc.stderr) == (1, REFUSAL + "\n")
+    assert not record.exists()
+    if json_log is None:
+        assert not log.exists()
+    elif json_log:
+        line = json.loads(log.read_text())
+        assert (line["level"], line["msg"]) == ("error", REFUSAL)
+    else:
+        assert log.read_text().endswith(f' level=error msg="{REFUSAL}"\n')
+
+
+# --- uninstall, purge, install again ---------------------------------------------------------------------
+
+
+def test_uninstall_retires_a_wrapper_in_use_and_purge_removes_it_once_unused(
+    node: Path, proc: FakeProc
+) -> None:
+    """With a conmon still naming the wrapper, uninstall removes everything else and keeps the wrapper as a
+    passthrough to the node's runc; while it runs, --purge keeps it; once it is gone, --purge restores the
+    node exactly."""
+    before = snapshot(node)
+    install(node)
+    proc.add(40, ["/usr/bin/conmon", "-r", WRAPPER])
+    lines = write_uninstall("crio", str(node), proc=str(proc.root))
+    assert (
+        f"kept {node}{WRAPPER} as a passthrough to /usr/sbin/runc (no Python; it refuses new containers): "
+        "1 process(es) still use it: conmon pid 40; `gpu-env-hook uninstall --purge` removes it once none does"
+    ) in lines
+    assert "exec /usr/sbin/runc" in (node / WRAPPER.lstrip("/")).read_text()
+    assert not (node / "etc/crio/crio.conf.d/99-gpu-env-hook.conf").exists()
+    assert not (node / paths.HOOK_WRAPPER.lstrip("/")).exists()
+    assert json.loads((node / "var/lib/gpu-env-hook/retired.json").read_text())["engine"] == "retired"
+
+    lines = write_uninstall(None, str(node), proc=str(proc.root))
+    assert lines == [f"kept {node}{WRAPPER} (retired): 1 process(es) still use it: conmon pid 40"]
+    proc.remove(40)
+    lines = write_uninstall(None, str(node), proc=str(proc.root), dry_run=True)
+    assert f"would remove {node}{WRAPPER}" in lines
+    lines = write_uninstall(None, str(node), proc=str(proc.root))
+    assert f"remove {node}{WRAPPER}" in lines
+    assert f"removed {node}/var/lib/gpu-env-hook/retired.json" in lines
+    assert snapshot(node) == before
+    assert write_uninstall(None, str(node), proc=str(proc.root)) == [
+        f"nothing retired under {node} (no {node}/var/lib/gpu-env-hook/retired.json)"
+    ]
+
+
+def test_uninstall_removes_the_wrapper_when_no_container_uses_it(node: Path, proc: FakeProc) -> None:
+    """No user on the node: uninstall removes the wrapper at once, no retired record."""
+    before = snapshot(node)
+    install(node)
+    write_uninstall("crio", str(node), proc=str(proc.root))
+    assert snapshot(node) == before
+
+
+def test_install_takes_a_retired_wrapper_back_and_uninstall_still_restores_the_node(
+    node: Path, proc: FakeProc
+) -> None:
+    """An upgrade path: uninstall (wrapper retired), install again (the record goes, the new manifest keeps
+    what the first install replaced), uninstall with nothing running: the node is as before."""
+    (node / WRAPPER.lstrip("/")).parent.mkdir(parents=True)
+    (node / WRAPPER.lstrip("/")).write_text("#!/bin/sh\n# the administrator's own\n")
+    before = snapshot(node)
+    install(node, "docker")
+    proc.add(
+        50, ["/usr/bin/containerd-shim-runc-v2", "-id", "e" * 64], bundle_options={"binary_name": WRAPPER}
+    )
+    write_uninstall("docker", str(node), proc=str(proc.root))
+    lines = install(node, "docker")
+    assert (
+        f"removed {node}/var/lib/gpu-env-hook/retired.json (the retired runtime wrapper is installed again)"
+        in lines
+    )
+    assert "gpu-env-hook install" in (node / WRAPPER.lstrip("/")).read_text()
+    proc.remove(50)
+    write_uninstall("docker", str(node), proc=str(proc.root))
+    assert snapshot(node) == before
+
+
+def test_uninstall_dry_run_says_it_would_keep_the_wrapper(node: Path, proc: FakeProc) -> None:
+    """--dry-run reports the retirement and changes nothing."""
+    install(node)
+    proc.add(60, ["/usr/bin/conmon", "-r", WRAPPER])
+    before = snapshot(node)
+    lines = write_uninstall("crio", str(node), proc=str(proc.root), dry_run=True)
+    assert any(line.startswith(f"would keep {node}{WRAPPER} as a passthrough") for line in lines), lines
+    assert snapshot(node) == before
