@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 PROG = "gpu-env-hook"
 HUMAN_COMMANDS = ("resolve", "validate", "env-file", "config", "doctor", "install", "uninstall")
 _STRING_FLAGS = ("config", "env-file-merged")
-_BOOL_FLAGS = ("debug", "version", "env-only")
+_BOOL_FLAGS = ("debug", "version", "env-only", "no-color")
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
@@ -45,12 +45,16 @@ Commands:
   precreate
         merge the env file into the config on stdin and print it (podman precreate hook)
   resolve, validate, env-file, config, doctor, install, uninstall
-        commands for people: '{PROG} COMMAND --help'
+        commands for people: '{PROG} --help' lists them, '{PROG} COMMAND -h' explains one
 """
 
 
 class HelpRequestedError(Exception):
-    """``-h`` / ``-help`` was given: usage on stderr, exit 0 (Go's flag package)."""
+    """``-h`` / ``-help`` was given; ``rest`` is what follows it (a stage keeps Go's usage on stderr)."""
+
+    def __init__(self, rest: list[str]) -> None:
+        super().__init__()
+        self.rest = rest
 
 
 def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
@@ -69,7 +73,7 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
             raise UsageError(f"bad flag syntax: {arg}")
         name, has_value, value = name.partition("=")
         if name in ("h", "help"):
-            raise HelpRequestedError
+            raise HelpRequestedError(argv[index:])
         if name in _BOOL_FLAGS:
             if not has_value:
                 flags[name] = True
@@ -113,6 +117,8 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
     if not rest:
         raise UsageError("no command given")
     command = rest[0]
+    if "no-color" in flags and command not in HUMAN_COMMANDS and command != "help":
+        raise UsageError("flag provided but not defined: -no-color")  # the stages keep upstream's flag set
     if command in ("poststart", "poststop"):
         return 0
     if command in ("prestart", "createRuntime"):
@@ -123,10 +129,11 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         from hook.precreate import run_precreate
 
         return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, os.environ)
-    if command in HUMAN_COMMANDS:
+    if command in HUMAN_COMMANDS or command == "help":
         config = flags.get("config")
         config_path = config if isinstance(config, str) and config else None
-        if command == "env-file":  # a device plugin's per-container call: without typer when it is plain
+        debug, no_color = flags.get("debug") is True, flags.get("no-color") is True
+        if command == "env-file" and not debug and not no_color:  # a device plugin's per-container call
             from hook.producercli import run_env_file
 
             code = run_env_file(rest[1:], config=config_path)
@@ -134,8 +141,19 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
                 return code
         from hook.cli import run_cli
 
-        return run_cli(rest, config=config_path)
+        return run_cli(rest, config=config_path, debug=debug, no_color=no_color)
     raise UsageError(f"unknown command: {command}")
+
+
+def print_help(rest: list[str]) -> int:
+    """``-h``: before a stage, Go's usage on stderr (as upstream); otherwise the help for people on stdout."""
+    words = [arg for arg in rest if not arg.startswith("-")]
+    if words and words[0] not in HUMAN_COMMANDS and words[0] != "help":
+        sys.stderr.write(USAGE)
+        return 0
+    from hook.cli import run_cli
+
+    return run_cli(["help", *words[:1]] if words else ["help"], config=None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,9 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         flags, rest = parse_flags(args)
         debug = flags.get("debug") is True
         return dispatch(flags, rest)
-    except HelpRequestedError:
-        sys.stderr.write(USAGE)
-        return 0
+    except HelpRequestedError as request:
+        return print_help(request.rest)
     except UsageError as err:
         sys.stderr.write(f"{err}\n{USAGE}")
         return err.exit_code

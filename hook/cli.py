@@ -66,13 +66,57 @@ KEY_HELP = {
 }
 
 
-def run_cli(args: list[str], *, config: str | None) -> int:
-    """Run one human command (``args[0]`` is the command word); return its exit status, never raise."""
-    app = build_app(config=config)
+_GLOBAL_BOOLS = {"--debug": "debug", "-debug": "debug", "--no-color": "no_color", "-no-color": "no_color"}
+_GLOBAL_STRINGS = ("--config", "-config")
+# Engine config files people pass to --config by mistake: a path, and words only that file holds.
+_ENGINE_CONFIGS = (
+    ("containerd", ("/etc/containerd/",), ("[plugins", "io.containerd.")),
+    ("CRI-O", ("/etc/crio/",), ("[crio", "crio.runtime")),
+    ("Docker", ("/etc/docker/", "daemon.json"), ('"runtimes"', '"default-runtime"')),
+    ("podman", ("/etc/containers/", "containers.conf"), ("[engine]", "[containers]")),
+)
+
+
+class _Output:
+    """How this run prints: colour on or off (``--no-color``, ``NO_COLOR``, or stdout not a terminal)."""
+
+    color = True
+
+
+def run_cli(args: list[str], *, config: str | None, debug: bool = False, no_color: bool = False) -> int:
+    """Run one human command (``args[0]`` is the command word); return its exit status, never raise.
+
+    ``--config``, ``--debug`` and ``--no-color`` are accepted after the command too, unless the command has
+    an option of that name itself. ``help [COMMAND]`` prints the help on stdout.
+    """
+    from hook.clihelp import no_color as no_color_env
+
     try:
-        result = app(args, prog_name=PROG, standalone_mode=False)
+        args, found = _global_flags(args)
+    except UsageError as err:
+        sys.stderr.write(f"{PROG}: {err}\n")
+        return err.exit_code
+    config = found.get("config", config)  # type: ignore[assignment]
+    debug = debug or found.get("debug") is True
+    _Output.color = not (no_color or found.get("no_color") is True or no_color_env(os.environ))
+    if config is not None:
+        warning = engine_config_warning(config)
+        if warning:
+            sys.stderr.write(f"{PROG}: warning: {warning}\n")
+    if args and args[0] == "help":
+        if len(args) == 1:
+            sys.stdout.write(main_help())
+            return 0
+        args = [*args[1:], "--help"]
+    try:
+        command = _command(config)
+        result = command.main(args, prog_name=PROG, standalone_mode=False)
     except typer.TyperException as err:
         exit_code = int(getattr(err, "exit_code", 1))
+        ctx = getattr(err, "ctx", None)
+        if type(err).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            sys.stderr.write(ctx.get_help())
+            return exit_code
         sys.stderr.write(f"{PROG}: {' '.join(err.format_message().split())}\n")
         return exit_code
     except typer.Abort:
@@ -85,11 +129,92 @@ def run_cli(args: list[str], *, config: str | None) -> int:
         from hook.errors import describe_os_error
 
         sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
+        if debug:
+            import traceback
+
+            traceback.print_exc()
         return 1
-    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, a traceback with -debug
         sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
+        if debug:
+            import traceback
+
+            traceback.print_exc()
         return 1
     return result if isinstance(result, int) else 0
+
+
+def _command(config: str | None) -> Any:
+    """Build the app as a command tree with people's help on every command."""
+    from hook.clihelp import prepare
+
+    command = typer.main.get_command(build_app(config=config))
+    prepare(command)
+    return command
+
+
+def main_help() -> str:
+    """The top-level help: stages, then every command for people with its one-line description."""
+    from hook.clihelp import COMMAND_ORDER
+    from hook.clihelp import main_help as render
+
+    command = _command(None)
+    names = sorted(command.commands, key=lambda name: (*COMMAND_ORDER, name).index(name))
+    return render([(name, command.commands[name].short_help or "") for name in names])
+
+
+def _global_flags(args: list[str]) -> tuple[list[str], dict[str, str | bool]]:
+    """Take ``--config X``, ``--debug``, ``--no-color`` out of the arguments after the command words.
+
+    A command that has an option of the same name keeps it (``resolve --debug`` is the hook's -debug).
+    """
+    command = _command(None)
+    index = 0
+    while index < len(args) and hasattr(command, "commands") and args[index] in command.commands:
+        command = command.commands[args[index]]
+        index += 1
+    own = {name for param in command.params for name in getattr(param, "opts", ())}
+    found: dict[str, str | bool] = {}
+    rest = args[:index]
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        name, has_value, value = arg.partition("=")
+        if arg == "--":
+            rest += args[index - 1 :]
+            break
+        if name in own or (name not in _GLOBAL_BOOLS and name not in _GLOBAL_STRINGS):
+            rest.append(arg)
+        elif name in _GLOBAL_BOOLS and not has_value:
+            found[_GLOBAL_BOOLS[name]] = True
+        elif name in _GLOBAL_STRINGS:
+            if not has_value:
+                if index >= len(args):
+                    raise UsageError(f"{name} needs a value: {name} FILE")
+                value = args[index]
+                index += 1
+            found["config"] = value
+        else:
+            rest.append(arg)
+    return rest, found
+
+
+def engine_config_warning(path: str) -> str | None:
+    """Say so when ``--config`` names a container engine's config file instead of gpu-env-hook's."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64 * 1024).decode("utf-8", "replace")
+    except OSError:
+        head = ""
+    for engine, paths_, words in _ENGINE_CONFIGS:
+        if any(part in path for part in paths_) or any(word in head for word in words):
+            from hook.configfile import SYSTEM_CONFIG
+
+            return (
+                f"{path} looks like {engine}'s configuration, not gpu-env-hook's config.toml "
+                f"(by default {SYSTEM_CONFIG}); the hook reads only its own keys from it"
+            )
+    return None
 
 
 def guarded(command: _F) -> _F:
@@ -138,8 +263,8 @@ def _sub_app(help_text: str) -> typer.Typer:
 
 
 def _colour(text: str, colour: str) -> str:
-    """Colour text only when stdout is a terminal."""
-    return typer.style(text, fg=colour) if sys.stdout.isatty() else text
+    """Colour text only when stdout is a terminal and colour is not turned off (--no-color, NO_COLOR)."""
+    return typer.style(text, fg=colour) if _Output.color and sys.stdout.isatty() else text
 
 
 def mark(ok: bool | None) -> str:
@@ -336,6 +461,10 @@ def describe_variables(resolution: Any) -> list[dict[str, Any]]:
     return rows
 
 
+# What the JSON document's "source" values mean, as the table says them. "image" (a version 1 name) is the
+# container's process.env in config.json: what the image, the engine and the user put there together.
+_SOURCES = {"image": "config.json", "env-file": "env file", "config": "config.toml"}
+
 _OUTCOMES = {
     "refused": "refused: the hook exits 1 and the container does not start",
     "not-gpu": "not a GPU container: the hook exits 0 and calls nothing",
@@ -357,16 +486,18 @@ def format_resolve_document(document: dict[str, Any]) -> str:
     env_file = document["env_file"]
     if env_file is not None:
         pinned = "pinned to this pod" if env_file["pinned"] else "not pinned"
-        rows.append(("env file", f"{env_file['path']} ({pinned}, {len(env_file['variables'])} variables)"))
+        rows.append(
+            ("env file", f"{env_file['path']} ({pinned}, {plural(len(env_file['variables']), 'variable')})")
+        )
     if document["state"] is not None:
         rows.append(("config.json", "process.env rewritten" if document["env_changed"] else "unchanged"))
     out = columns(rows)
     if document["variables"]:
         table: list[tuple[str, ...]] = [("VARIABLE", "VALUE", "FROM")]
         for row in document["variables"]:
-            source = row["source"]
-            if source == "env-file" and row["image_value"] is not None:
-                source += f" (image had {row['image_value']!r})"
+            source = _SOURCES.get(row["source"], row["source"])
+            if row["source"] == "env-file" and row["image_value"] is not None:
+                source += f" (config.json had {row['image_value']!r})"
             table.append((row["name"], "" if row["value"] is None else row["value"], source))
         out += "\n" + columns(table)
     request = document["request"]
@@ -532,7 +663,7 @@ def _env_file_app(config: str | None) -> typer.Typer:
 
 def _config_app() -> typer.Typer:
     """Build ``config``."""
-    app = _sub_app("config.toml helpers.")
+    app = _sub_app("Print gpu-env-hook's config.toml: 'config default' gives every key with its default.")
 
     @app.command("default")
     @guarded
@@ -542,7 +673,7 @@ def _config_app() -> typer.Typer:
 
     @app.callback()
     def callback() -> None:
-        """config.toml helpers."""
+        """Print gpu-env-hook's config.toml: 'config default' gives every key with its default."""
 
     return app
 

@@ -263,7 +263,11 @@ def check_env_file(
     values.update(parsed)
     reserved.update(reserved_found)
     names = ", ".join(values) or "none"
-    steps.append(CheckStep("content", ok=True, detail=f"{len(values)} variable(s): {names}"))
+    steps.append(
+        CheckStep(
+            "content", ok=True, detail=f"{len(values)} variable{'' if len(values) == 1 else 's'}: {names}"
+        )
+    )
     steps.append(_binding_step(reserved, path, settings, pod_uid=pod_uid, container=container))
     return report()
 

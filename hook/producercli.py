@@ -93,7 +93,7 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
                 positionals[0],
                 pod_uid=options.get("--pod-uid"),
                 container=options.get("--container"),
-                colour=sys.stdout.isatty(),
+                colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"),
             )
             code = 0 if ok else 1
     except HookError as err:
@@ -178,13 +178,29 @@ def mark(ok: bool | None, *, colour: bool) -> str:
     return f"{_GREEN}✓{_RESET}" if ok else f"{_RED}✗{_RESET}"
 
 
+def visible_width(text: str) -> int:
+    """Return how many columns text takes on a terminal: colour codes (ESC [ ... m) take none."""
+    width, index = 0, 0
+    while index < len(text):
+        if text.startswith("\x1b[", index):
+            end = text.find("m", index)
+            if end > 0:
+                index = end + 1
+                continue
+        width += 1
+        index += 1
+    return width
+
+
 def columns(rows: list[tuple[str, ...]], indent: str = "") -> str:
     """Align rows of cells in columns (the last cell is not padded)."""
     if not rows:
         return ""
-    widths = [max(len(row[i]) for row in rows if len(row) > i) for i in range(max(map(len, rows)))]
+    widths = [max(visible_width(row[i]) for row in rows if len(row) > i) for i in range(max(map(len, rows)))]
     lines = []
     for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        cells = [cell + " " * (widths[i] - visible_width(cell)) for i, cell in enumerate(row[:-1])] + [
+            row[-1]
+        ]
         lines.append(indent + "  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"

@@ -215,9 +215,9 @@ def _describe(error: Any) -> str:
     if validator == "minLength":
         return "must not be empty"
     if validator == "minItems":
-        return f"must have at least {expected} item(s)"
+        return f"must have at least {expected} item" + ("" if expected == 1 else "s")
     if validator == "minProperties":
-        return f"must have at least {expected} property(ies)"
+        return f"must have at least {expected} propert" + ("y" if expected == 1 else "ies")
     if validator == "minimum":
         return f"must be at least {expected}"
     if validator == "maximum":

@@ -260,7 +260,7 @@ def test_resolve_human_output_shows_sources_and_command_line(
     bundle = make_bundle(["NVIDIA_VISIBLE_DEVICES=0,1"])
     code, out, _ = invoke("resolve", "--bundle", str(bundle), config=make_config())
     assert code == 0
-    assert "NVIDIA_VISIBLE_DEVICES  0,1    image" in out
+    assert "NVIDIA_VISIBLE_DEVICES  0,1    config.json" in out
     assert "--device=0,1" in out.splitlines()[-3]
 
 

@@ -106,7 +106,7 @@ WRONG_TYPE = [
     ("hooks-json", ("when", "annotations"), [], "must be an object, got an array"),
     ("hooks-json", ("when", "commands"), ".*", "must be an array, got a string"),
     ("hooks-json", ("when", "hasBindMounts"), 1, "must be a boolean, got a number"),
-    ("hooks-json", ("stages",), [], "must have at least 1 item(s)"),
+    ("hooks-json", ("stages",), [], "must have at least 1 item"),
     (
         "hooks-json",
         ("stages", 0),
@@ -187,7 +187,7 @@ def test_every_problem_is_reported_not_only_the_first() -> None:
             '"poststart", "poststop", "precreate"'
         ),
         '$.version: must be "1.0.0"',
-        "$.when: must have at least 1 property(ies)",
+        "$.when: must have at least 1 property",
     ]
 
 
