@@ -35,6 +35,7 @@ HOOK_FLAGS = (
     ("-config FILE", "config.toml to read (default: /etc/nvidia-container-runtime/config.toml)"),
     ("-debug", "stages: pass --debug to nvidia-container-cli; commands: print tracebacks"),
     ("-env-only", "prestart: merge the env file into config.json, then exit without calling the cli"),
+    ("-env-file-merged PATH", "set by gpu-env-runtime in the hook it injects: the file is already merged"),
     ("-version", "print the version and exit"),
     ("--no-color", "no colour in the commands' output (also NO_COLOR=1)"),
     ("-h, --help", "print this help; COMMAND -h prints a command's help"),
