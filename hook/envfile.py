@@ -11,8 +11,9 @@ import os
 import stat
 
 from hook import envvars
+from hook.beneath import EnvFileMissingError, describe_mode, open_beneath, refuse
 from hook.config import is_env_name
-from hook.errors import EnvFileError, escape, os_error
+from hook.errors import EnvFileError, os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
 REFUSED_NAMES = ("PATH",)
 RESERVED_PREFIX = "GPU_ENV_HOOK_"
-_WALK_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
 
 
 class EnvFile:
@@ -34,128 +33,6 @@ class EnvFile:
         self.path = path
         self.values = values
         self.pinned = pinned
-
-
-class EnvFileMissingError(EnvFileError):
-    """The named file (or a directory on its way) does not exist."""
-
-
-def show_path(path: str) -> str:
-    """Quote a tenant-chosen path for a one-line message (escaped, bounded)."""
-    return f"'{escape(path)}'"
-
-
-def refuse(path: str, reason: str, *, line: int | None = None) -> EnvFileError:
-    """Build the one-line refusal for ``path``."""
-    where = f"env file {show_path(path)}" + (f" line {line}" if line is not None else "")
-    return EnvFileError(f"{where}: {reason}")
-
-
-# --- opening ---------------------------------------------------------------------------------------------
-
-
-def split_beneath(path: str, directories: tuple[str, ...]) -> tuple[str, list[str]]:
-    """Return the configured directory that holds ``path`` and the components below it (pure)."""
-    if not path.startswith("/"):
-        raise refuse(path, "must be an absolute path")
-    parts = [part for part in path.split("/") if part]
-    if any(part in (".", "..") for part in parts):
-        raise refuse(path, "must not contain '.' or '..' components")
-    for directory in directories:
-        base = [part for part in os.path.normpath(directory).split("/") if part]
-        if len(parts) > len(base) and parts[: len(base)] == base:
-            return directory, parts[len(base) :]
-    raise refuse(path, f"is not inside the env-file directories ({', '.join(directories)})")
-
-
-def open_beneath(path: str, directories: tuple[str, ...]) -> int:
-    """Open ``path`` read-only below a configured directory, following no symlink at any component.
-
-    The configured directory itself is the administrator's and is opened as named; each component below it
-    is opened relative to its parent with O_NOFOLLOW, and the file itself is checked with lstat before the
-    open so that FIFOs, sockets and device nodes are never opened.
-    """
-    directory, components = split_beneath(path, directories)
-    try:
-        current = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
-    except OSError as err:
-        raise refuse(path, f"cannot open its directory: {_errno_text(err)}") from None
-    where = directory.rstrip("/") or "/"
-    try:
-        for depth, name in enumerate(components[:-1], start=1):
-            following = _open_component(current, where, name, path, depth)
-            os.close(current)
-            current = following
-            where = os.path.join(where, name)
-        return _open_leaf(current, where, components[-1], path)
-    finally:
-        os.close(current)
-
-
-def _open_component(parent: int, where: str, name: str, path: str, depth: int) -> int:
-    """Open one directory component below ``parent`` (the directory ``where``) without following a
-    symlink."""
-    try:
-        return os.open(name, _WALK_FLAGS, dir_fd=parent)
-    except FileNotFoundError:
-        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
-    except OSError as err:
-        kind = _kind_at(parent, where, name, path)
-        if kind == "a symlink":
-            raise refuse(path, f"component {depth} below the env-file directory is a symlink") from None
-        if kind is not None and kind != "a directory":
-            raise refuse(path, f"component {depth} below the env-file directory is not a directory") from None
-        raise refuse(path, f"cannot open component {depth}: {_errno_text(err)}") from None
-
-
-def _open_leaf(parent: int, where: str, name: str, path: str) -> int:
-    """Open the file itself: it must be a regular file, and it is re-checked on the descriptor after."""
-    kind = _kind_at(parent, where, name, path)
-    if kind is None:
-        raise EnvFileMissingError(refuse(path, "does not exist").args[0])
-    if kind != "a regular file":
-        raise refuse(path, f"is {kind}, not a regular file")
-    try:
-        return os.open(name, _OPEN_FLAGS, dir_fd=parent)
-    except FileNotFoundError:
-        raise EnvFileMissingError(refuse(path, "does not exist").args[0]) from None
-    except OSError as err:
-        raise refuse(path, f"cannot open: {_errno_text(err)}") from None
-
-
-def _kind_at(parent: int, where: str, name: str, path: str) -> str | None:
-    """Name the type of the entry ``name`` below ``parent`` (lstat); None if it does not exist.
-
-    Looking up a name needs search permission on its directory: without it, the directory is what is
-    reported (``cannot enter directory``), not the entry.
-    """
-    try:
-        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
-    except FileNotFoundError:
-        return None
-    except PermissionError as err:
-        raise refuse(path, f"cannot enter directory {show_path(where)}: {_errno_text(err)}") from None
-    except OSError as err:
-        raise refuse(path, f"cannot inspect: {_errno_text(err)}") from None
-    return describe_mode(mode)
-
-
-def describe_mode(mode: int) -> str:
-    """Name a file type for a message."""
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symlink"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "of an unknown type"
 
 
 def check_descriptor(fd: int, path: str) -> None:
@@ -427,29 +304,3 @@ def resolve_env_file(
     pinned = check_pins(find_pins(text.bindings, path), annotations, path, settings)
     values = check_content(text, path, variable=settings.variable)
     return EnvFile(path=path, values=values, pinned=pinned)
-
-
-def _errno_text(err: OSError) -> str:
-    """Return an OSError's text without the path it may carry."""
-    return err.strerror or type(err).__name__
-
-
-# --- the producer API: hook.producer's names, imported only when a device plugin asks for them -------------
-
-_PRODUCER_NAMES = ("write_env_file", "env_file_path", "check_env_file")
-
-if TYPE_CHECKING:
-    from hook import producer as _producer
-
-    write_env_file = _producer.write_env_file
-    env_file_path = _producer.env_file_path
-    check_env_file = _producer.check_env_file
-
-
-def __getattr__(name: str) -> object:
-    """Give ``write_env_file``, ``env_file_path`` and ``check_env_file`` from hook.producer on first use."""
-    if name in _PRODUCER_NAMES:
-        from hook import producer
-
-        return getattr(producer, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -74,7 +74,8 @@ def add_handoff(args: list[object], value: str) -> list[object] | None:
 def take_handoff(value: str, env: dict[str, str], variable: str) -> EnvFile | None:
     """Turn the shim's decision into the env file the hook acts on, with the values ``process.env`` holds
     (the shim merged them there); refused when a name the shim merged is no longer in ``process.env``."""
-    from hook.envfile import EnvFile, show_path
+    from hook.beneath import show_path
+    from hook.envfile import EnvFile
 
     handoff = parse_handoff(value)
     if handoff is None:

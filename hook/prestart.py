@@ -116,8 +116,9 @@ def resolve_container(
     if not may_request_gpu(env, mounts, config_text):
         return Resolution(state=state, spec=spec, settings=None, env_file=None, entries=entries, request=None)
 
+    from hook.beneath import show_path
     from hook.config import parse_config
-    from hook.envfile import merge_env, resolve_env_file, show_path
+    from hook.envfile import merge_env, resolve_env_file
     from hook.request import resolve_request
 
     settings = parse_config(

@@ -6,7 +6,7 @@ writes that same path with :func:`write_env_file`). The path depends only on the
 calls agree whatever order kubelet gives them in. :func:`check_env_file` runs every check the hook
 runs and says which passed.
 
-Also importable as ``hook.envfile.write_env_file`` / ``env_file_path`` / ``check_env_file``.
+Device plugins import these from ``hook.deviceplugin``, the public API's home.
 """
 
 from __future__ import annotations
@@ -15,15 +15,9 @@ import os
 import stat
 
 from hook import envvars
+from hook.beneath import EnvFileMissingError, open_directory_beneath, refuse, split_beneath
 from hook.config import EnvFileSettings, default_settings, is_env_name
-from hook.envfile import (
-    check_pins,
-    load_env_file_bytes,
-    parse_env_file,
-    refuse,
-    refused_key_rule,
-    split_beneath,
-)
+from hook.envfile import check_pins, load_env_file_bytes, parse_env_file, refused_key_rule
 from hook.errors import EnvFileError, HookError, UsageError, os_error
 from hook.records import Record
 
@@ -153,20 +147,28 @@ def write_env_file(
     owner: tuple[int, int] | None = ROOT_OWNER,
 ) -> None:
     """Write the env file atomically (temp file beside it, fsync, rename, fsync the directory), owned by
-    root, mode 0644, after checking it lies inside the configured directories: the hook never sees a
-    partial file."""
+    root, mode 0644, inside the configured directories: the hook never sees a partial file.
+
+    The directory that holds the file is reached by the hook's own walk (hook.beneath): below the
+    configured directory no symlink is followed, so the writer (root) never writes where the hook would
+    not read. The write then goes through that opened directory (``/proc/self/fd``), whatever is renamed
+    on the way meanwhile.
+    """
     from hook.bundle import write_atomic
 
     settings = settings or default_env_file_settings()
     split_beneath(path, settings.directories)
     data = build_env_file(values, pod_uid=pod_uid, container=container, settings=settings, path=path)
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        raise refuse(path, "its directory does not exist (create it root-owned, mode 0755)")
     try:
-        write_atomic(path, data, mode=FILE_MODE, owner=owner)
+        directory_fd, name = open_directory_beneath(path, settings.directories)
+    except EnvFileMissingError:
+        raise refuse(path, "its directory does not exist (create it root-owned, mode 0755)") from None
+    try:
+        write_atomic(f"/proc/self/fd/{directory_fd}/{name}", data, mode=FILE_MODE, owner=owner)
     except OSError as err:
         raise os_error("write env file", path, err) from None
+    finally:
+        os.close(directory_fd)
 
 
 # --- the checker -----------------------------------------------------------------------------------------

@@ -179,7 +179,9 @@ ENTRY = OS | {"__future__", "hook", "hook.configfile", "hook.envvars", "hook.err
 SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
 STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.state"})
 # Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
-SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubset", "hook.envfile"})
+SETTINGS = frozenset(
+    {"hook.config", "hook.records", "_operator", "hook.tomlsubset", "hook.envfile", "hook.beneath"}
+)
 DEVICES = frozenset({"hook.devices", "hook.cdi", "hook.cdi.names"})
 REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})

@@ -14,16 +14,8 @@ from conftest import env_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.envfile import (
-    EnvFileMissingError,
-    load_env_file_bytes,
-    merge_env,
-    open_beneath,
-    parse_env_file,
-    resolve_binding,
-    resolve_env_file,
-    split_beneath,
-)
+from hook.beneath import EnvFileMissingError, open_beneath, split_beneath
+from hook.envfile import load_env_file_bytes, merge_env, parse_env_file, resolve_binding, resolve_env_file
 from hook.errors import EnvFileError
 
 VAR = "NVIDIA_ENV_FROM_FILE"

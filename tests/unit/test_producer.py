@@ -232,6 +232,53 @@ def test_write_refuses_a_missing_directory(env_dir: Path) -> None:
         write_env_file(str(path), {"A": "1"}, settings=env_settings(env_dir))
 
 
+@pytest.mark.parametrize(
+    ("component", "message"),
+    [
+        pytest.param(
+            "link", "component 1 below the env-file directory is a symlink", id="symlinked-directory"
+        ),
+        pytest.param(
+            "file", "component 1 below the env-file directory is not a directory", id="file-on-the-way"
+        ),
+    ],
+)
+def test_write_walks_beneath_without_following_symlinks(
+    env_dir: Path, tmp_path: Path, component: str, message: str
+) -> None:
+    """``<dir>/sub/x.env`` with ``sub`` a symlink (or a file) is refused exactly as the hook refuses it:
+    nothing is written where the symlink points."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if component == "link":
+        (env_dir / "sub").symlink_to(outside)
+    else:
+        (env_dir / "sub").write_text("")
+    path = env_dir / "sub" / "x.env"
+    with pytest.raises(EnvFileError, match=rf"^env file '{re.escape(str(path))}': {message}$"):
+        write_env_file(str(path), {"A": "1"}, settings=env_settings(env_dir))
+    assert list(outside.iterdir()) == []
+
+
+def test_write_replaces_a_symlink_leaf_instead_of_following_it(env_dir: Path, tmp_path: Path) -> None:
+    """A symlink where the file goes is replaced by the new file; its target is never written."""
+    target = tmp_path / "target"
+    target.write_text("untouched\n")
+    (env_dir / "x.env").symlink_to(target)
+    write_env_file(str(env_dir / "x.env"), {"A": "1"}, settings=env_settings(env_dir))
+    assert target.read_text() == "untouched\n"
+    assert not (env_dir / "x.env").is_symlink()
+    assert parse_env_file((env_dir / "x.env").read_bytes(), "/f", variable=VAR)[0] == {"A": "1"}
+
+
+def test_write_into_a_nested_directory(env_dir: Path) -> None:
+    """A real directory below the configured one is walked into and written."""
+    (env_dir / "sub").mkdir()
+    write_env_file(str(env_dir / "sub" / "x.env"), {"A": "1"}, settings=env_settings(env_dir))
+    assert (env_dir / "sub" / "x.env").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in (env_dir / "sub").iterdir()) == ["x.env"]
+
+
 @needs_root
 def test_writer_racing_a_reader_never_yields_a_partial_file(env_dir: Path) -> None:
     """A reader looping on the hook's load + parse sees the old or the new file while a writer rewrites it."""
@@ -343,17 +390,19 @@ def test_check_stops_at_the_first_failing_step(
     assert re.search(message, report.steps[-1].detail)
 
 
-def test_producer_api_is_reachable_from_hook_envfile_without_loading_it_early() -> None:
-    """hook.envfile gives the producer's three functions, importing hook.producer only on first use."""
+def test_device_plugin_api_has_its_own_home_above_the_hook() -> None:
+    """hook.deviceplugin gives the producer's functions; hook.envfile neither re-exports them nor ever loads
+    hook.producer (no module lower in the stack imports one above it)."""
     import subprocess
     import sys
 
     code = (
-        "import sys, hook.envfile as e; loaded = 'hook.producer' in sys.modules; "
-        "from hook.envfile import write_env_file, env_file_path, check_env_file; "
+        "import sys, hook.envfile as e; "
+        "print(hasattr(e, 'write_env_file'), 'hook.producer' in sys.modules, 'hook.deviceplugin' in sys.modules); "
+        "from hook.deviceplugin import write_env_file, env_file_path, check_env_file; "
         "import hook.producer as p; "
-        "print(loaded, write_env_file is p.write_env_file, env_file_path is p.env_file_path, "
+        "print(write_env_file is p.write_env_file, env_file_path is p.env_file_path, "
         "check_env_file is p.check_env_file)"
     )
     proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
-    assert proc.stdout == "False True True True\n"
+    assert proc.stdout == "False False False\nTrue True True\n"

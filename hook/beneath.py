@@ -1,0 +1,167 @@
+"""Paths beneath the env-file directories: the one walk the hook (reading) and the producer (writing) share.
+
+A path is accepted only below a configured ``[env-file] directories`` entry, without ``.`` or ``..``; the
+configured directory is the administrator's and is opened as named; every component below it is opened
+relative to its parent with O_NOFOLLOW, so no symlink is followed anywhere below it, and no FIFO, socket or
+device is ever opened. Every refusal is an EnvFileError whose one line names the (escaped) path.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from hook.errors import EnvFileError, escape
+
+_WALK_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class EnvFileMissingError(EnvFileError):
+    """The named file (or a directory on its way) does not exist."""
+
+
+def show_path(path: str) -> str:
+    """Quote a tenant-chosen path for a one-line message (escaped, bounded)."""
+    return f"'{escape(path)}'"
+
+
+def refuse(path: str, reason: str, *, line: int | None = None) -> EnvFileError:
+    """Build the one-line refusal for ``path``."""
+    where = f"env file {show_path(path)}" + (f" line {line}" if line is not None else "")
+    return EnvFileError(f"{where}: {reason}")
+
+
+# --- opening ---------------------------------------------------------------------------------------------
+
+
+def split_beneath(path: str, directories: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Return the configured directory that holds ``path`` and the components below it (pure)."""
+    if not path.startswith("/"):
+        raise refuse(path, "must be an absolute path")
+    parts = [part for part in path.split("/") if part]
+    if any(part in (".", "..") for part in parts):
+        raise refuse(path, "must not contain '.' or '..' components")
+    for directory in directories:
+        base = [part for part in os.path.normpath(directory).split("/") if part]
+        if len(parts) > len(base) and parts[: len(base)] == base:
+            return directory, parts[len(base) :]
+    raise refuse(path, f"is not inside the env-file directories ({', '.join(directories)})")
+
+
+def open_beneath(path: str, directories: tuple[str, ...]) -> int:
+    """Open ``path`` read-only below a configured directory, following no symlink at any component.
+
+    The configured directory itself is the administrator's and is opened as named; each component below it
+    is opened relative to its parent with O_NOFOLLOW, and the file itself is checked with lstat before the
+    open so that FIFOs, sockets and device nodes are never opened.
+    """
+    directory, components = split_beneath(path, directories)
+    try:
+        current = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
+    except OSError as err:
+        raise refuse(path, f"cannot open its directory: {errno_text(err)}") from None
+    where = directory.rstrip("/") or "/"
+    try:
+        for depth, name in enumerate(components[:-1], start=1):
+            following = _open_component(current, where, name, path, depth)
+            os.close(current)
+            current = following
+            where = os.path.join(where, name)
+        return _open_leaf(current, where, components[-1], path)
+    finally:
+        os.close(current)
+
+
+def open_directory_beneath(path: str, directories: tuple[str, ...]) -> tuple[int, str]:
+    """Open the directory that is to hold ``path`` (for writing it), by the same walk as :func:`open_beneath`;
+    return an ``O_PATH`` descriptor of it and the file's name in it. The caller closes the descriptor."""
+    directory, components = split_beneath(path, directories)
+    try:
+        current = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
+    except OSError as err:
+        raise refuse(path, f"cannot open its directory: {errno_text(err)}") from None
+    where = directory.rstrip("/") or "/"
+    try:
+        for depth, name in enumerate(components[:-1], start=1):
+            following = _open_component(current, where, name, path, depth)
+            os.close(current)
+            current = following
+            where = os.path.join(where, name)
+    except BaseException:
+        os.close(current)
+        raise
+    return current, components[-1]
+
+
+def _open_component(parent: int, where: str, name: str, path: str, depth: int) -> int:
+    """Open one directory component below ``parent`` (the directory ``where``) without following a
+    symlink."""
+    try:
+        return os.open(name, _WALK_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
+    except OSError as err:
+        kind = _kind_at(parent, where, name, path)
+        if kind == "a symlink":
+            raise refuse(path, f"component {depth} below the env-file directory is a symlink") from None
+        if kind is not None and kind != "a directory":
+            raise refuse(path, f"component {depth} below the env-file directory is not a directory") from None
+        raise refuse(path, f"cannot open component {depth}: {errno_text(err)}") from None
+
+
+def _open_leaf(parent: int, where: str, name: str, path: str) -> int:
+    """Open the file itself: it must be a regular file, and it is re-checked on the descriptor after."""
+    kind = _kind_at(parent, where, name, path)
+    if kind is None:
+        raise EnvFileMissingError(refuse(path, "does not exist").args[0])
+    if kind != "a regular file":
+        raise refuse(path, f"is {kind}, not a regular file")
+    try:
+        return os.open(name, _OPEN_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        raise EnvFileMissingError(refuse(path, "does not exist").args[0]) from None
+    except OSError as err:
+        raise refuse(path, f"cannot open: {errno_text(err)}") from None
+
+
+def _kind_at(parent: int, where: str, name: str, path: str) -> str | None:
+    """Name the type of the entry ``name`` below ``parent`` (lstat); None if it does not exist.
+
+    Looking up a name needs search permission on its directory: without it, the directory is what is
+    reported (``cannot enter directory``), not the entry.
+    """
+    try:
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+    except PermissionError as err:
+        raise refuse(path, f"cannot enter directory {show_path(where)}: {errno_text(err)}") from None
+    except OSError as err:
+        raise refuse(path, f"cannot inspect: {errno_text(err)}") from None
+    return describe_mode(mode)
+
+
+def describe_mode(mode: int) -> str:
+    """Name a file type for a message."""
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "of an unknown type"
+
+
+def errno_text(err: OSError) -> str:
+    """Return an OSError's text without the path it may carry."""
+    return err.strerror or type(err).__name__

@@ -1,0 +1,31 @@
+"""The Python API for device plugins: the env file's path, its writer, and the checker that runs the hook's
+own checks. This is the one public import path for them::
+
+    from hook.deviceplugin import check_env_file, env_file_path, write_env_file
+
+It sits above both sides it joins -- ``hook.producer`` (which implements them) and ``hook.envfile`` (the
+hook's reader, which the producer reuses) -- and no module of the hook imports it, so the hook's hot path
+never loads the producer.
+"""
+
+from __future__ import annotations
+
+from hook.producer import (
+    CheckStep,
+    EnvFileReport,
+    build_env_file,
+    check_env_file,
+    env_file_name,
+    env_file_path,
+    write_env_file,
+)
+
+__all__ = [
+    "CheckStep",
+    "EnvFileReport",
+    "build_env_file",
+    "check_env_file",
+    "env_file_name",
+    "env_file_path",
+    "write_env_file",
+]
