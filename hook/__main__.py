@@ -6,7 +6,7 @@ library and the modules they need; the human commands (typer) are imported only 
 
 from __future__ import annotations
 
-import os
+import posix
 import sys
 
 from hook.errors import HookError, UsageError
@@ -122,13 +122,15 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
     if command in ("poststart", "poststop"):
         return 0
     if command in ("prestart", "createRuntime"):
+        from hook.paths import environ
         from hook.prestart import run_prestart
 
-        return run_prestart(build_options(flags), sys.stdin.buffer, os.environ, os.getcwd())
+        return run_prestart(build_options(flags), sys.stdin.buffer, environ(), posix.getcwd())
     if command == "precreate":
+        from hook.paths import environ
         from hook.precreate import run_precreate
 
-        return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, os.environ)
+        return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, environ())
     if command in HUMAN_COMMANDS or command == "help":
         config = flags.get("config")
         config_path = config if isinstance(config, str) and config else None

@@ -8,13 +8,14 @@ device is ever opened. Every refusal is an EnvFileError whose one line names the
 
 from __future__ import annotations
 
-import os
-import stat
+import _stat as stat
+import posix
 
+from hook import paths
 from hook.errors import EnvFileError, escape
 
-_WALK_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+_WALK_FLAGS = posix.O_PATH | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+_OPEN_FLAGS = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOFOLLOW | posix.O_CLOEXEC | posix.O_NOCTTY
 
 
 class EnvFileMissingError(EnvFileError):
@@ -43,7 +44,7 @@ def split_beneath(path: str, directories: tuple[str, ...]) -> tuple[str, list[st
     if any(part in (".", "..") for part in parts):
         raise refuse(path, "must not contain '.' or '..' components")
     for directory in directories:
-        base = [part for part in os.path.normpath(directory).split("/") if part]
+        base = [part for part in paths.normpath(directory).split("/") if part]
         if len(parts) > len(base) and parts[: len(base)] == base:
             return directory, parts[len(base) :]
     raise refuse(path, f"is not inside the env-file directories ({', '.join(directories)})")
@@ -58,7 +59,7 @@ def open_beneath(path: str, directories: tuple[str, ...]) -> int:
     """
     directory, components = split_beneath(path, directories)
     try:
-        current = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        current = posix.open(directory, posix.O_PATH | posix.O_DIRECTORY | posix.O_CLOEXEC)
     except FileNotFoundError:
         raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
     except OSError as err:
@@ -67,12 +68,12 @@ def open_beneath(path: str, directories: tuple[str, ...]) -> int:
     try:
         for depth, name in enumerate(components[:-1], start=1):
             following = _open_component(current, where, name, path, depth)
-            os.close(current)
+            posix.close(current)
             current = following
-            where = os.path.join(where, name)
+            where = paths.join(where, name)
         return _open_leaf(current, where, components[-1], path)
     finally:
-        os.close(current)
+        posix.close(current)
 
 
 def open_directory_beneath(path: str, directories: tuple[str, ...]) -> tuple[int, str]:
@@ -80,7 +81,7 @@ def open_directory_beneath(path: str, directories: tuple[str, ...]) -> tuple[int
     return an ``O_PATH`` descriptor of it and the file's name in it. The caller closes the descriptor."""
     directory, components = split_beneath(path, directories)
     try:
-        current = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        current = posix.open(directory, posix.O_PATH | posix.O_DIRECTORY | posix.O_CLOEXEC)
     except FileNotFoundError:
         raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
     except OSError as err:
@@ -89,11 +90,11 @@ def open_directory_beneath(path: str, directories: tuple[str, ...]) -> tuple[int
     try:
         for depth, name in enumerate(components[:-1], start=1):
             following = _open_component(current, where, name, path, depth)
-            os.close(current)
+            posix.close(current)
             current = following
-            where = os.path.join(where, name)
+            where = paths.join(where, name)
     except BaseException:
-        os.close(current)
+        posix.close(current)
         raise
     return current, components[-1]
 
@@ -102,7 +103,7 @@ def _open_component(parent: int, where: str, name: str, path: str, depth: int) -
     """Open one directory component below ``parent`` (the directory ``where``) without following a
     symlink."""
     try:
-        return os.open(name, _WALK_FLAGS, dir_fd=parent)
+        return posix.open(name, _WALK_FLAGS, dir_fd=parent)
     except FileNotFoundError:
         raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
     except OSError as err:
@@ -122,7 +123,7 @@ def _open_leaf(parent: int, where: str, name: str, path: str) -> int:
     if kind != "a regular file":
         raise refuse(path, f"is {kind}, not a regular file")
     try:
-        return os.open(name, _OPEN_FLAGS, dir_fd=parent)
+        return posix.open(name, _OPEN_FLAGS, dir_fd=parent)
     except FileNotFoundError:
         raise EnvFileMissingError(refuse(path, "does not exist").args[0]) from None
     except OSError as err:
@@ -136,7 +137,7 @@ def _kind_at(parent: int, where: str, name: str, path: str) -> str | None:
     reported (``cannot enter directory``), not the entry.
     """
     try:
-        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+        mode = posix.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
     except FileNotFoundError:
         return None
     except PermissionError as err:

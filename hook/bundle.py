@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import stat
+import posix
 
+from hook import paths
 from hook.errors import SpecError, decode_error_reason, json_kind, os_error
 
 
@@ -21,7 +21,7 @@ class Spec:
 
 def spec_path(bundle: str) -> str:
     """Return ``<bundle>/config.json`` (relative to the cwd when the state names no bundle)."""
-    return os.path.join(bundle, "config.json")
+    return paths.join(bundle, "config.json")
 
 
 def load_spec(bundle: str) -> Spec:
@@ -164,40 +164,42 @@ def write_atomic(
     just after its creation until it is renamed, which tells a later writer that it is live; the temp
     files a killed writer left for this same path are removed first (``remove_stale_temps``).
     """
-    directory = os.path.dirname(path) or "."
-    name = os.path.basename(path)
+    directory = paths.dirname(path) or "."
+    name = paths.basename(path)
     remove_stale_temps(directory, name)
     if mode is None:
         try:
-            mode = os.stat(path).st_mode & 0o7777
+            mode = posix.stat(path).st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o644
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    tmp = paths.join(directory, f".{name}.{posix.getpid()}.{posix.urandom(4).hex()}{TEMP_SUFFIX}")
+    fd = posix.open(
+        tmp, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC | posix.O_NOFOLLOW, 0o600
+    )
     try:
         try:
             _lock(fd)
             if owner is not None:
-                os.fchown(fd, *owner)
-            os.fchmod(fd, mode)
+                posix.fchown(fd, *owner)
+            posix.fchmod(fd, mode)
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-            os.replace(tmp, path)
+                view = view[posix.write(fd, view) :]
+            posix.fsync(fd)
+            posix.replace(tmp, path)
         finally:
-            os.close(fd)  # releases the lock, after the rename
+            posix.close(fd)  # releases the lock, after the rename
     except BaseException:
         import contextlib  # only on failure: contextlib pulls in collections and functools (~5 ms)
 
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            posix.unlink(tmp)
         raise
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dir_fd = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
     try:
-        os.fsync(dir_fd)
+        posix.fsync(dir_fd)
     finally:
-        os.close(dir_fd)
+        posix.close(dir_fd)
 
 
 # --- temp files a killed writer left behind ---------------------------------------------------------------
@@ -230,53 +232,53 @@ def remove_stale_temps(directory: str, name: str) -> None:
     or it is older than ``STALE_AFTER_SECONDS``. Best effort: a failure here never stops the write.
     """
     try:
-        entries = os.listdir(directory)
+        entries = posix.listdir(directory)
     except OSError:
         return
     candidates = [(entry, pid) for entry in entries if (pid := parse_temp_name(entry, name)) is not None]
     if not candidates:
         return
     try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        dir_fd = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
     except OSError:
         return
     try:
         for entry, pid in candidates:
             _remove_if_stale(dir_fd, entry, pid)
     finally:
-        os.close(dir_fd)
+        posix.close(dir_fd)
 
 
 def _remove_if_stale(dir_fd: int, entry: str, pid: int) -> None:
     """Unlink ``entry`` if it is a regular file whose lock is free and whose writer is gone."""
-    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    flags = posix.O_WRONLY | posix.O_NOFOLLOW | posix.O_NONBLOCK | posix.O_CLOEXEC | posix.O_NOCTTY
     try:
-        fd = os.open(entry, flags, dir_fd=dir_fd)
+        fd = posix.open(entry, flags, dir_fd=dir_fd)
     except OSError:
         return
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        info = posix.fstat(fd)
+        if info.st_mode & 0o170000 != 0o100000:  # not a regular file (stat.S_ISREG)
             return
         try:
-            os.lockf(fd, os.F_TLOCK, 0)
+            posix.lockf(fd, posix.F_TLOCK, 0)
         except OSError:
             return  # a live writer holds it
         import time
 
         if _pid_alive(pid) and time.time() - info.st_mtime < STALE_AFTER_SECONDS:
             return
-        os.unlink(entry, dir_fd=dir_fd)
+        posix.unlink(entry, dir_fd=dir_fd)
     except OSError:
         return
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _pid_alive(pid: int) -> bool:
     """Tell whether a process with this pid exists in our pid namespace."""
     try:
-        os.kill(pid, 0)
+        posix.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # EPERM: it exists
@@ -287,7 +289,7 @@ def _pid_alive(pid: int) -> bool:
 def _lock(fd: int) -> None:
     """Lock the temp file for as long as it is open; a file system without locks only loses the hint."""
     try:  # noqa: SIM105 - contextlib costs ~5 ms on the hook's path
-        os.lockf(fd, os.F_TLOCK, 0)
+        posix.lockf(fd, posix.F_TLOCK, 0)
     except OSError:
         pass
 

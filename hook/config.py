@@ -6,8 +6,6 @@ type check; our settings live in tables upstream ignores (``[env-file]``). Unkno
 
 from __future__ import annotations
 
-import os
-
 from hook import envvars
 from hook.configfile import CONFIG_ERROR_PREFIX, DEFAULT_RUNTIMES
 from hook.errors import ConfigError, escape
@@ -246,7 +244,7 @@ def _check_rules(settings: Settings, where: str) -> None:
     if not is_env_name(env_file.variable):
         raise ConfigError(f"{_PREFIX}{where}: env-file.variable must be an environment variable name")
     for directory in env_file.directories:
-        if not os.path.isabs(directory):
+        if not directory.startswith("/"):
             raise ConfigError(
                 f"{_PREFIX}{where}: env-file.directories must hold absolute paths, got {directory!r}"
             )

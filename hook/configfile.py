@@ -6,10 +6,12 @@ the file, and tell whether it could matter, without importing ``typing`` or ``to
 
 from __future__ import annotations
 
-import os
-
-from hook import envvars
+from hook import envvars, paths
 from hook.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
 
 SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CONFIG_ERROR_PREFIX = "error getting hook config: failed to load config: "
@@ -31,7 +33,7 @@ def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str
         return explicit, True
     xdg = environ.get(envvars.XDG_CONFIG_HOME, "")
     if xdg:
-        return os.path.join(xdg, "nvidia-container-runtime", "config.toml"), False
+        return paths.join(xdg, "nvidia-container-runtime", "config.toml"), False
     return SYSTEM_CONFIG, False
 
 

@@ -6,9 +6,7 @@ behaviour description). An empty device list means "not a GPU container".
 
 from __future__ import annotations
 
-import posixpath
-
-from hook import envvars, log
+from hook import envvars, log, paths
 from hook.cdi.names import is_qualified_name
 from hook.errors import escape
 from hook.paths import DEVICE_LIST_ROOT
@@ -107,7 +105,7 @@ def mount_imex_channels(requests: list[str]) -> list[str]:
 
 def go_clean(path: str) -> str:
     """Lexically clean a path as Go's filepath.Clean does (``//x`` is ``/x``)."""
-    cleaned = posixpath.normpath(path) if path else "."
+    cleaned = paths.normpath(path) if path else "."
     return cleaned[1:] if cleaned.startswith("//") else cleaned
 
 

@@ -7,8 +7,8 @@ rule that failed: never any content of the file.
 
 from __future__ import annotations
 
-import os
-import stat
+import _stat as stat
+import posix
 
 from hook import envvars
 from hook.beneath import EnvFileMissingError, describe_mode, open_beneath, refuse
@@ -38,7 +38,7 @@ class EnvFile:
 def check_descriptor(fd: int, path: str) -> None:
     """Check the opened file: regular, owned by root, not group/world-writable, exactly one hard link."""
     try:
-        info = os.fstat(fd)
+        info = posix.fstat(fd)
     except OSError as err:
         raise os_error("inspect env file", path, err) from None
     if not stat.S_ISREG(info.st_mode):
@@ -57,7 +57,7 @@ def read_bounded(fd: int, limit: int, path: str) -> bytes:
     total = 0
     while total <= limit:
         try:
-            chunk = os.read(fd, limit + 1 - total)
+            chunk = posix.read(fd, limit + 1 - total)
         except OSError as err:
             raise os_error("read env file", path, err) from None
         if not chunk:
@@ -76,7 +76,7 @@ def load_env_file_bytes(path: str, settings: EnvFileSettings) -> bytes:
         check_descriptor(fd, path)
         return read_bounded(fd, settings.max_bytes, path)
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 # --- parsing ---------------------------------------------------------------------------------------------

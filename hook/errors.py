@@ -129,9 +129,9 @@ def os_reason(err: OSError) -> str:
     if err.strerror:
         return err.strerror
     if err.errno:
-        import os
+        import posix
 
-        return os.strerror(err.errno)
+        return posix.strerror(err.errno)
     return type(err).__name__
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-from hook import log
+from hook import log, paths
 from hook.cdi.names import is_qualified_name
 from hook.errors import RequestError
 
@@ -44,7 +42,7 @@ def detect_platform_mode() -> str:
 
 def _has_tegra_files() -> bool:
     """Tell whether the Tegra release file or a Tegra SoC family is present."""
-    if os.path.exists("/etc/nv_tegra_release"):
+    if paths.exists("/etc/nv_tegra_release"):
         return True
     try:
         with open("/sys/devices/soc0/family", encoding="utf-8", errors="replace") as fh:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
+import posix
 import sys
 
+from hook import paths
 from hook.devices import go_clean
 from hook.errors import ExecError
 
@@ -34,8 +35,8 @@ def locate_cli(cli: CliSettings, environ: dict[str, str]) -> str:
     search = build_search_path(environ.get("PATH", ""), cli.root)
     environ["PATH"] = search
     for directory in search.split(":"):
-        candidate = os.path.join(directory or ".", CLI_NAME)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+        candidate = paths.join(directory or ".", CLI_NAME)
+        if paths.isfile(candidate) and posix.access(candidate, posix.X_OK):
             return candidate
     raise ExecError(
         f'couldn\'t find binary {CLI_NAME} in PATH: exec: "{CLI_NAME}": executable file not found in $PATH'
@@ -49,7 +50,7 @@ def normalize_ldconfig(value: str) -> str:
     path = value[1:]
     path = path.removesuffix(".real")
     real = path + ".real"
-    return "@" + (real if os.path.exists(real) else path)
+    return "@" + (real if paths.exists(real) else path)
 
 
 def cuda_compat_flags(settings: Settings) -> list[str]:
@@ -65,7 +66,7 @@ def cuda_compat_flags(settings: Settings) -> list[str]:
 
 def resolve_rootfs(root_path: str, cwd: str) -> str:
     """Make ``root.path`` absolute against the hook's working directory (not the bundle) and clean it."""
-    return go_clean(os.path.join(cwd, root_path))
+    return go_clean(paths.join(cwd, root_path))
 
 
 def build_argv(
@@ -130,7 +131,7 @@ def exec_cli(argv: list[str], env: dict[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execve(argv[0], argv, env)
+        posix.execve(argv[0], argv, env)
     except OSError as err:
         text = err.strerror or type(err).__name__
         raise ExecError(f"exec failed: {text[:1].lower()}{text[1:]}") from None

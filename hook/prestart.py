@@ -7,8 +7,6 @@ configuration (see ``may_request_gpu``); a missing required config file is still
 
 from __future__ import annotations
 
-import os
-
 from hook import envvars
 from hook.bundle import (
     check_spec,
@@ -29,6 +27,7 @@ from hook.state import load_state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
     from typing import BinaryIO
 
     from hook.bundle import Spec
@@ -150,7 +149,9 @@ def resolve_container(
     )
 
 
-def run_prestart(options: Options, stdin: BinaryIO, environ: os._Environ[str], cwd: str) -> int:
+def run_prestart(
+    options: Options, stdin: BinaryIO, environ: dict[str, str] | os._Environ[str], cwd: str
+) -> int:
     """The prestart (createRuntime) stage: resolve, then exec nvidia-container-cli; 0 for a non-GPU one."""
     resolution = resolve_container(options, stdin, environ)
     request, settings = resolution.request, resolution.settings

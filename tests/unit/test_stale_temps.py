@@ -19,14 +19,14 @@ from hook.bundle import STALE_AFTER_SECONDS, parse_temp_name, write_atomic
 # A writer that stops inside write_atomic, its temp file written and locked, until a byte arrives on fd 0
 # (then it finishes); it says "ready" once it is there.
 _PAUSED_WRITER = """
-import os, sys
+import os, posix, sys
 import hook.bundle
-real_fsync = os.fsync
+real_fsync = posix.fsync
 def paused_fsync(fd):
     print("ready", flush=True)
     os.read(0, 1)
     real_fsync(fd)
-os.fsync = paused_fsync
+posix.fsync = paused_fsync  # hook.bundle calls posix.fsync (it does not import os)
 hook.bundle.write_atomic(sys.argv[1], b"from the paused writer\\n")
 """
 
