@@ -129,6 +129,13 @@ def build_manifest(
                 continue
             foreign = engine not in (plan.engine, RETIRED)
             if foreign and planned.merge is None and entry["sha256"] != sha256(planned.data):
+                if planned.path.endswith(".json") and {engine, plan.engine} == {"podman", "crio"}:
+                    raise InstallError(
+                        f"{planned.path}: `install --engine {engine}` wrote it for {engine}; podman and "
+                        "CRI-O each need their own (it names the engine whose annotations pin env files): "
+                        f"install podman with --hooks-dir {paths.OCI_HOOKS_DIRS[1]} (podman reads it "
+                        f"after, and over, {paths.OCI_HOOKS_DIRS[0]}, CRI-O's)"
+                    )
                 raise InstallError(
                     f"{planned.path}: `install --engine {engine}` wrote it with other options; "
                     f"install with the same options, or uninstall --engine {engine} first"

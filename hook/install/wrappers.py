@@ -21,7 +21,8 @@ HOOK_ENTRY = "hook.__main__"
 RUNTIME_ENTRY = "hook.shim"
 # Variables a wrapper lets through from its caller (when non-empty); all others are dropped.
 # The hook keeps only the variables upstream reads to find its config.
-HOOK_KEEP_ENV = (envvars.NVIDIA_CTK_CONFIG_FILE_PATH, envvars.XDG_CONFIG_HOME)
+# GPU_ENV_HOOK_ENGINE: set by the oci-hooks.d JSON install writes (the engine whose annotations pin files).
+HOOK_KEEP_ENV = (envvars.NVIDIA_CTK_CONFIG_FILE_PATH, envvars.XDG_CONFIG_HOME, envvars.GPU_ENV_HOOK_ENGINE)
 # The runtime shim must hand runc the engine's environment (NOTIFY_SOCKET, XDG_RUNTIME_DIR, proxies for
 # hooks that inherit runc's environment, ...): None keeps it, less the dynamic loader's variables.
 RUNTIME_KEEP_ENV: tuple[str, ...] | None = None

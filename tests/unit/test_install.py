@@ -35,6 +35,7 @@ OTHER_DAEMON_JSON = b'{\n  "log-driver": "json-file",\n  "runtimes": {"other": {
 CONTAINERD_V2 = b'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:3.9"\n'
 
 Snapshot = dict[str, tuple[Any, ...]]
+ETC_HOOKS = paths.OCI_HOOKS_DIRS[1]
 
 
 def snapshot(root: Path) -> Snapshot:
@@ -371,17 +372,19 @@ def test_installed_wrapper_ignores_a_shadowing_pythonpath(
             [("podman", {"precreate": True}), ("podman", {})], ["podman"], id="reinstall-drops-precreate"
         ),
         pytest.param(
-            [("podman", {}), ("crio", {}), ("docker", {}), ("containerd", {})],
+            [("podman", {"hooks_dir": ETC_HOOKS}), ("crio", {}), ("docker", {}), ("containerd", {})],
             ["docker", "podman", "containerd", "crio"],
             id="four-engines-shuffled",
         ),
         pytest.param(
-            [("podman", {}), ("crio", {})],
+            [("podman", {"hooks_dir": ETC_HOOKS}), ("crio", {})],
             ["podman", "crio"],
-            id="shared-hook-json-first-installed-first-out",
+            id="podman-and-crio-first-installed-first-out",
         ),
         pytest.param(
-            [("podman", {}), ("crio", {})], ["crio", "podman"], id="shared-hook-json-last-installed-first-out"
+            [("podman", {"hooks_dir": ETC_HOOKS}), ("crio", {})],
+            ["crio", "podman"],
+            id="podman-and-crio-last-installed-first-out",
         ),
     ],
 )
@@ -524,6 +527,37 @@ def test_install_refuses_to_overwrite_another_engines_different_wrapper(node: Pa
         ),
     ):
         install("docker", config="/etc/nvidia-container-runtime/config.toml")
+    assert snapshot(node) == before
+
+
+@pytest.mark.parametrize("engine", ["podman", "crio"])
+def test_hooks_json_names_its_engine_and_the_hook_wrapper_lets_it_through(
+    node: Path, install: Install, engine: str
+) -> None:
+    """The hooks JSON sets GPU_ENV_HOOK_ENGINE=<engine> for the hook (whose annotations pin env files); the
+    hook wrapper, which builds its environment from scratch, keeps exactly that variable."""
+    install(engine)
+    document = json.loads((node / "usr/share/containers/oci/hooks.d/gpu-env-hook.json").read_text())
+    assert document["hook"]["env"][1:] == [f"GPU_ENV_HOOK_ENGINE={engine}"]
+    wrapper = (node / paths.HOOK_WRAPPER.lstrip("/")).read_text()
+    assert '${GPU_ENV_HOOK_ENGINE:+"GPU_ENV_HOOK_ENGINE=$GPU_ENV_HOOK_ENGINE"}' in wrapper
+
+
+def test_podman_and_crio_refuse_to_share_one_hooks_json(node: Path, install: Install) -> None:
+    """The hooks JSON names its engine (GPU_ENV_HOOK_ENGINE): the second engine into the same directory is
+    refused with the way out, and nothing is written."""
+    install("crio")
+    before = snapshot(node)
+    with pytest.raises(
+        InstallError,
+        match=(
+            r"^/usr/share/containers/oci/hooks.d/gpu-env-hook.json: `install --engine crio` wrote it for crio; "
+            r"podman and CRI-O each need their own \(it names the engine whose annotations pin env files\): "
+            r"install podman with --hooks-dir /etc/containers/oci/hooks.d \(podman reads it after, and over, "
+            r"/usr/share/containers/oci/hooks.d, CRI-O's\)$"
+        ),
+    ):
+        install("podman")
     assert snapshot(node) == before
 
 

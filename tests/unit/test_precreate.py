@@ -225,14 +225,15 @@ def test_precreate_process_refused(
     ],
 )
 def test_oci_hooks_json(name: str, stage: str) -> None:
-    """Each shipped hook JSON is the 1.0.0 format, runs the installed wrapper with full args and a fixed PATH."""
+    """Each shipped hook JSON is the 1.0.0 format, runs the installed wrapper with full args, a fixed PATH
+    and its engine (podman's: the pod-binding engine)."""
     document = json.loads((HOOKS_DIR / name).read_text())
     assert document == {
         "version": "1.0.0",
         "hook": {
             "path": paths.HOOK_WRAPPER,
             "args": [paths.HOOK_WRAPPER, stage],
-            "env": [f"PATH={paths.FIXED_PATH}"],
+            "env": [f"PATH={paths.FIXED_PATH}", "GPU_ENV_HOOK_ENGINE=podman"],
         },
         "when": {"always": True, "commands": [".*"]},
         "stages": [stage],
