@@ -416,3 +416,55 @@ def test_cri_running_container_through_the_handler_stops_and_goes(
         finally:
             client.close()
         assert daemon.shim_pids() == []
+
+
+def proc_view(where: Path, pids: list[int]) -> Path:
+    """A /proc holding only init and ``pids`` (links to the real entries): the node's processes as this
+    daemon's test sees them, with no other test's shims in it."""
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    for pid in [1, *pids]:
+        (where / str(pid)).symlink_to(f"/proc/{pid}")
+    return where
+
+
+def test_uninstall_while_a_pod_runs_through_the_handler_leaves_it_stoppable(
+    tmp_path: Path, containerd_image_archive: Path
+) -> None:
+    """CRI: uninstall while a pod runs through the handler keeps the runtime wrapper as a passthrough (its
+    shim's bundle names it); containerd, which keeps the handler until it restarts, then stops and removes
+    the pod through it with no shim left; a later ``uninstall --purge`` leaves the node tree as before."""
+    node = write_node(tmp_path / "node", {"/etc/containerd/config.toml": CRI_TEST_CONFIG})
+    original = tree_bytes(node)
+    proc = gpu_env_hook("install", "--engine", "containerd", "--root", str(node), "--python", PYTHON)
+    assert proc.returncode == 0, proc.stderr
+    with running(node, tmp_path / "daemon") as daemon:
+        daemon.import_image(containerd_image_archive)
+        client = CriClient(daemon.address)
+        try:
+            pod = start_pod(
+                client,
+                workdir=tmp_path,
+                handler=HANDLER,
+                image=CONTAINERD_IMAGE,
+                command=["/bin/sleep", "600"],
+                env={},
+            )
+            view = proc_view(tmp_path / "proc", daemon.shim_pids())
+            proc = gpu_env_hook(
+                "uninstall", "--engine", "containerd", "--root", str(node), "--proc", str(view)
+            )
+            assert proc.returncode == 0, proc.stderr
+            kept = f"kept {node}{paths.RUNTIME_WRAPPER} as a passthrough to "
+            assert kept in proc.stdout
+            assert "still use it: containerd-shim-runc-v2 pid" in proc.stdout
+            assert (node / "etc/containerd/config.toml").read_text() == CRI_TEST_CONFIG
+            assert client.container_status(pod.container).state == client.pb.CONTAINER_RUNNING
+            remove_pod(client, pod.sandbox)
+        finally:
+            client.close()
+        assert daemon.shim_pids() == []
+    view = proc_view(tmp_path / "proc", [])
+    proc = gpu_env_hook("uninstall", "--purge", "--root", str(node), "--proc", str(view))
+    assert proc.returncode == 0, proc.stderr
+    assert tree_bytes(node) == original
