@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envfile_shapes import SHAPES, print_parse_table
 from installed import Installed, enter_namespace, scratch_install
 from timing import Command, Comparison, compare, format_header, format_row
 
@@ -81,7 +82,7 @@ class Case:
 
     name: str
     env: list[str]
-    target: float
+    target: float | None  # None: shown for information (the worst-case env-file shapes)
     env_file: str | None = None  # content; the container's NVIDIA_ENV_FROM_FILE is set to point at it
     expect_devices: str | None = None  # the --device=... the stand-in must receive; None: cli not run
     needs_root: bool = False
@@ -112,6 +113,21 @@ CASES = [
         expect_devices="0,1",
         needs_root=True,
     ),
+]
+# The security issue's worst env-file shapes, 60 KB each, the whole hook path: linear, shown beside the above.
+CASES += [
+    Case(
+        name=f"GPU, env file 60 KB, worst: {name}",
+        env=["NVIDIA_VISIBLE_DEVICES=fake0,fake1"],
+        env_file=SHAPES[shape](60 * 1024),
+        target=None,
+        expect_devices="0,1",
+        needs_root=True,
+    )
+    for name, shape in (
+        ("a blank run", "blank run in a value (python-dotenv: 7 s)"),
+        ("multi-line", "multi-line quoted values"),
+    )
 ]
 
 
@@ -400,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         print(format_header())
         results = run_hook_cases(args, workdir, installed, env_dir, floor)
         results += run_producers(args, installed, env_dir, floor)
+    if not args.case:
+        print_parse_table()
     failed = [result.name for result in results if not result.passed]
     if failed:
         print(f"\nFAIL: over target: {'; '.join(failed)}")

@@ -1,0 +1,72 @@
+"""Env files of the worst shapes for a dotenv reader, and their parse times next to a normal file's.
+
+python-dotenv's regular expressions take quadratic time on some shapes (a long blank run inside an unquoted
+value: 7 s for 64 KiB). The hook's reader (hook.dotenvreader, used by every stage through
+hook.envfile.read_env_file) must take linear time on all of them: ``print_parse_table`` shows each shape's
+parse time at the default max-bytes (64 KiB) and at 16 times that, next to a normal file of the same size.
+Linear means about 16 times longer (a shape that takes microseconds grows by more: allocating the larger text
+dominates it), quadratic about 256 times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+DEVICES = "NVIDIA_VISIBLE_DEVICES=0,1\n"
+
+
+def _repeat_lines(size: int, line: Callable[[int], str]) -> str:
+    """Numbered lines (``line(i)``) up to ``size`` bytes, after the devices line."""
+    parts, total, index = [DEVICES], len(DEVICES), 0
+    while True:
+        text = line(index) + "\n"
+        if total + len(text) > size:
+            return "".join(parts)
+        parts.append(text)
+        total += len(text)
+        index += 1
+
+
+def _one_value(size: int, prefix: str, run: str, suffix: str) -> str:
+    """The devices line, then one binding ``prefix + run * k + suffix`` filling ``size`` bytes."""
+    room = size - len(DEVICES) - len(prefix) - len(suffix) - 1
+    return DEVICES + prefix + run * (room // len(run)) + suffix + "\n"
+
+
+# Each shape is an accepted file (the devices, then the shape), so the whole hook path can run it too.
+SHAPES: dict[str, Callable[[int], str]] = {
+    "normal (quoted values)": lambda size: _repeat_lines(size, lambda i: f'APP_{i}="value-{i}-{"x" * 30}"'),
+    "blank run in a value (python-dotenv: 7 s)": lambda size: _one_value(size, "A=x", " ", "y"),
+    "blank run, then '#'": lambda size: _one_value(size, "A=x", " ", "#"),
+    "' #' repeated in a value": lambda size: _one_value(size, "A=x", " #", ""),
+    "escaped quotes in a value": lambda size: _one_value(size, 'A="', '\\"', '"'),
+    "comment lines": lambda size: _repeat_lines(size, lambda _: "#"),
+    "blank lines": lambda size: DEVICES + "\n" * (size - len(DEVICES) - 4) + "A=1\n",
+    "multi-line quoted values": lambda size: _repeat_lines(size, lambda i: f'A{i}="\n"'),
+    "quoted keys": lambda size: _repeat_lines(size, lambda i: f"'A{i}'=1"),
+    "lone CR line ends": lambda size: _repeat_lines(size, lambda i: f"A{i}=1\r"),
+}
+
+
+def parse_ms(text: bytes, runs: int = 3) -> float:
+    """Best time (ms) of ``runs`` reads of ``text`` by the hook's own reader (hook.envfile.read_env_file), in
+    this process (the best, as the machine's noise only ever adds)."""
+    from hook.envfile import read_env_file
+
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        read_env_file(text, "/bench.env")
+        times.append(time.perf_counter() - start)
+    return min(times) * 1000
+
+
+def print_parse_table(size: int = 65536, factor: int = 16) -> None:
+    """Print each shape's parse time at ``size`` and ``factor * size`` bytes, and the growth."""
+    print(f"\nenv-file reader (hook.envfile.read_env_file, in-process, best of 3): each shape at {size} B")
+    print(f"and {size * factor} B; linear time grows about {factor}x, quadratic {factor * factor}x")
+    print(f"{'shape':<44} {f'{size} B':>10} {f'{size * factor} B':>12} {'growth':>7}")
+    for name, build in SHAPES.items():
+        small, large = parse_ms(build(size).encode()), parse_ms(build(size * factor).encode())
+        print(f"{name:<44} {small:8.2f}ms {large:10.2f}ms {large / small if small else 0:6.1f}x", flush=True)
