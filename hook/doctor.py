@@ -49,7 +49,23 @@ def run_checks(*, root: str, config: str | None, environ: dict[str, str] | os._E
             seen.add(path)
             checks.append(check_isolated(root, path, args))
     checks.append(check_pod_binding(settings.env_file))
+    checks += coexistence_checks(root)
     return checks
+
+
+def coexistence_checks(root: str) -> list[Check]:
+    """What else on the node changes what the hook does (``hook.coexist``): NVIDIA's hooks.d entry beside
+    ours, NVIDIA's runtime in a CDI mode under --as-nvidia-hook, hooks.d entries with a missing executable,
+    engines that have not loaded what install changed."""
+    from hook import coexist
+
+    findings = [
+        coexist.check_nvidia_hook_json(root),
+        coexist.check_nvidia_runtime_mode(root),
+        coexist.check_hooks_executables(root),
+        *coexist.check_engines_loaded(root),
+    ]
+    return [Check(*finding) for finding in findings]
 
 
 def under(root: str, path: str) -> str:

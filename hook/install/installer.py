@@ -145,7 +145,7 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
             lines += ["    " + line for line in planned.data.decode().splitlines()]
         lines.append(f"would write {rooted(root, manifest_at)} (what uninstall undoes)")
         lines += [f"would undo {rooted(root, entry['path'])} (no longer installed)" for entry in stale]
-        return lines
+        return lines + coexistence_warnings(options)
     write_directories(root, created)
     node = NodeRoot(root)
     node.write_atomic(manifest_at, manifest_data, mode=0o600)
@@ -158,7 +158,16 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     lines.append(f"wrote {rooted(root, manifest_at)} (what uninstall undoes)")
     if retired is not None:
         lines += take_back_retired(root, retired, [planned.path for planned in plan.files])
-    return lines + list(plan.notes)
+    return lines + list(plan.notes) + coexistence_warnings(options)
+
+
+def coexistence_warnings(options: InstallOptions) -> list[str]:
+    """What else on the node acts against what was installed (hook.coexist), as warning lines."""
+    from hook.coexist import install_warnings
+
+    return install_warnings(
+        options.root, options.engine, as_nvidia_hook=options.as_nvidia_hook, hooks_dir=options.hooks_dir
+    )
 
 
 def take_back_retired(root: str, retired: dict[str, Any], written: list[str]) -> list[str]:

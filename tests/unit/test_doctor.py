@@ -69,8 +69,12 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "containerd drop-ins",
         f"isolated {paths.HOOK_WRAPPER}",
         "pod binding",
+        "NVIDIA hooks.d entry",
+        "NVIDIA runtime mode",
+        "hooks.d executables",
     ]
-    assert [check.ok for check in checks] == [True, True, True, True, None, None, None, None, True, None]
+    oks = [True, True, True, True, None, None, None, None, True, None, True, None, True]
+    assert [check.ok for check in checks] == oks
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
     assert result.exit_code == 0
     assert result.stdout.splitlines()[3].split() == [
@@ -230,7 +234,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 10
+    assert len(checks) == 13
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
@@ -301,5 +305,6 @@ def test_check_pod_binding(engine: str, required: bool, ok: bool | None, detail:
 def test_pod_binding_engine_from_the_environment(good_tree: Path) -> None:
     """doctor reads GPU_ENV_HOOK_ENGINE as the hook does when config.toml does not name the engine."""
     checks = run_checks(root=str(good_tree), config=None, environ={"GPU_ENV_HOOK_ENGINE": "crio"})
-    assert checks[-1].ok is True
-    assert checks[-1].detail.startswith("crio: ")
+    (binding,) = [check for check in checks if check.name == "pod binding"]
+    assert binding.ok is True
+    assert binding.detail.startswith("crio: ")
