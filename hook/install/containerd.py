@@ -293,14 +293,21 @@ def build_handler_table(base: dict[str, Any], wrapper: str) -> dict[str, Any]:
     return table
 
 
-def real_runtime(base: dict[str, Any]) -> str | None:
+def real_runtime(base: dict[str, Any], root: str = "/") -> str | None:
     """Return the runtime binary the shim should exec for this node: the base runtime's ``BinaryName`` when
-    it names one that is not NVIDIA's runtime (None: the shim's default, runc)."""
+    it names one that is not NVIDIA's runtime — a bare name looked up on the node's PATH, as the runc shim
+    does (None: the shim's default, runc)."""
     options = base.get("options")
     binary = options.get("BinaryName") if isinstance(options, dict) else None
     if not isinstance(binary, str) or not binary or os.path.basename(binary) in NVIDIA_RUNTIMES:
         return None
-    return binary
+    if os.path.isabs(binary):
+        return binary
+    for directory in paths.FIXED_PATH.split(":"):
+        candidate = os.path.join(directory, binary)
+        if "/" not in binary and os.access(rooted(root, candidate), os.X_OK):
+            return candidate
+    return None
 
 
 def disabled_cri(chain: list[ConfigFile]) -> str | None:
@@ -466,7 +473,7 @@ def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
             f"use this containerd, and handler {paths.RUNTIME_HANDLER!r} serves only CRI "
             "(ctr run --runc-binary still works)"
         )
-    return edited, Handler(target.path, tuple(tables), base_name, real_runtime(base), tuple(notes))
+    return edited, Handler(target.path, tuple(tables), base_name, real_runtime(base, root), tuple(notes))
 
 
 def check_edit(where: str, edited: bytes, before: dict[str, Any], tables: Tables) -> None:

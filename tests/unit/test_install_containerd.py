@@ -309,6 +309,14 @@ def test_real_runtime_follows_the_base(base: dict[str, Any], expected: str | Non
     assert real_runtime(base) == expected
 
 
+def test_real_runtime_bare_name_is_looked_up_on_the_nodes_path(tmp_path: Path) -> None:
+    """A bare BinaryName is found on the node's PATH under --root, as the runc shim finds it; None if absent."""
+    node = write_node(tmp_path, {"/usr/sbin/crun": "#!/bin/sh\n"})
+    (node / "usr/sbin/crun").chmod(0o755)
+    assert real_runtime({"options": {"BinaryName": "crun"}}, str(node)) == "/usr/sbin/crun"
+    assert real_runtime({"options": {"BinaryName": "youki"}}, str(node)) is None
+
+
 # --- the edit and its undo -------------------------------------------------------------------------------
 
 
