@@ -468,3 +468,32 @@ def test_uninstall_while_a_pod_runs_through_the_handler_leaves_it_stoppable(
     proc = gpu_env_hook("uninstall", "--purge", "--root", str(node), "--proc", str(view))
     assert proc.returncode == 0, proc.stderr
     assert tree_bytes(node) == original
+
+
+def test_k3s_template_renders_to_a_config_containerd_accepts(tmp_path: Path) -> None:
+    """config dump: the config.toml.tmpl install writes for k3s, rendered as k3s renders it (its generated
+    config in place of the base template), is the generated config plus exactly the handler."""
+    k3s = "/var/lib/rancher/k3s/agent/etc/containerd"
+    node = write_node(tmp_path / "node", {f"{k3s}/config.toml": KUBEADM})
+    proc = gpu_env_hook(
+        "install",
+        "--engine",
+        "containerd",
+        "--root",
+        str(node),
+        "--python",
+        PYTHON,
+        "--containerd-config",
+        f"{k3s}/config.toml.tmpl",
+    )
+    assert proc.returncode == 0, proc.stderr
+    template = (node / k3s.lstrip("/") / "config.toml.tmpl").read_text()
+    rendered = template.replace('{{ template "base" . }}', KUBEADM.rstrip("\n"))
+    before = config_dump(
+        write_node(tmp_path / "before", {"/etc/containerd/config.toml": KUBEADM}), tmp_path / "d1"
+    )
+    after = config_dump(
+        write_node(tmp_path / "after", {"/etc/containerd/config.toml": rendered}), tmp_path / "d2"
+    )
+    assert differences(before, after) == [f"plugins.{CRI}.containerd.runtimes.{HANDLER}"]
+    assert runtimes(after)[HANDLER]["options"]["SystemdCgroup"] is True
