@@ -115,9 +115,7 @@ def resolve_container(
     if not may_request_gpu(env, mounts, config_text):
         return Resolution(state=state, spec=spec, settings=None, env_file=None, entries=entries, request=None)
 
-    from hook.beneath import show_path
     from hook.config import parse_config
-    from hook.envfile import merge_env, resolve_env_file
     from hook.request import resolve_request
 
     settings = parse_config(
@@ -126,14 +124,19 @@ def resolve_container(
         engine=environ.get(envvars.GPU_ENV_HOOK_ENGINE),
     )
     annotations = {**spec_annotations(spec.document), **state.annotations}
+    env_file: EnvFile | None = None
     if options.env_file_merged is not None:  # the shim read, checked and merged it: one read per container
         from hook.handoff import take_handoff
 
         env_file = take_handoff(options.env_file_merged, env, settings.env_file.variable)
-    else:
+    elif env.get(settings.env_file.variable):  # the env-file code only for a container that names a file
+        from hook.envfile import resolve_env_file
+
         env_file = resolve_env_file(env, annotations, settings.env_file)
     trusted: frozenset[str] = frozenset()
     if env_file is not None:
+        from hook.envfile import merge_env
+
         entries = merge_env(entries, env_file.values)
         env = parse_env(entries)
         if env_file.pinned:
@@ -142,6 +145,8 @@ def resolve_container(
         request = resolve_request(env, mounts, settings, privileged=privileged, trusted=trusted)
     except RequestError as err:
         if env_file is not None and err.variable in env_file.values:
+            from hook.beneath import show_path
+
             raise RequestError(f"env file {show_path(env_file.path)}: {err.redacted}") from None
         raise
     return Resolution(

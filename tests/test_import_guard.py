@@ -180,16 +180,16 @@ ENTRY = frozenset({"__future__", "hook", "hook.configfile", "hook.envvars", "hoo
 SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
 STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.state"})
 # Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
-SETTINGS = frozenset(
-    {"hook.config", "hook.records", "_operator", "hook.tomlsubset", "hook.envfile", "hook.beneath", "_stat"}
-)
+SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubset"})
 DEVICES = frozenset({"hook.devices", "hook.cdi", "hook.cdi.names"})
 REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
-# The env-file reader: hook.dotenvreader (linear, no re, no typing), loaded only when a container names one.
-DOTENV_PARSER = frozenset({"hook.dotenvreader"})
+# The env-file code (opening beneath the directory, the linear reader hook.dotenvreader: no re, no typing),
+# loaded only when a container names a file.
+DOTENV_PARSER = frozenset({"hook.envfile", "hook.beneath", "_stat", "hook.dotenvreader"})
 # The env-file commands a device plugin runs per container: no typer, no hashlib (OpenSSL), no typing.
 PRODUCER = ENTRY | OS | SETTINGS | {"hook.__main__", "hook.producercli", "hook.producer"}
+PRODUCER |= {"hook.envfile", "hook.beneath"}  # the rules the writer checks a file against
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
@@ -210,7 +210,15 @@ PINNED = {
     | DOTENV_PARSER
     | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff"},
     # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
-    "handed-off": ENTRY | OS | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | {"hook.handoff"},
+    "handed-off": ENTRY
+    | OS
+    | SPEC
+    | STAGE
+    | SETTINGS
+    | DEVICES
+    | REQUEST
+    | EXEC_CLI
+    | {"hook.handoff", "hook.envfile", "hook.beneath"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | {"hook.shim", "hook.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256"},
