@@ -76,6 +76,36 @@ def large_env_file(size: int = 60 * 1024) -> str:
     return text + "#" * (size - len(text) - 1) + "\n" if len(text) < size else text
 
 
+def worst_case(prefix: str, unit: str, suffix: str, size: int = 60 * 1024) -> str:
+    """A ``size``-byte env file of one hard shape: the devices, then ``prefix``, ``unit`` repeated, ``suffix``."""
+    head = "NVIDIA_VISIBLE_DEVICES=0,1\n"
+    count = (size - len(head) - len(prefix) - len(suffix)) // len(unit)
+    return head + prefix + unit * count + suffix
+
+
+def many_bindings(size: int = 60 * 1024) -> str:
+    """A ``size``-byte env file of the shortest distinct bindings (``K1=1``, ``K2=1``, ...)."""
+    lines = ["NVIDIA_VISIBLE_DEVICES=0,1"]
+    total = len(lines[0]) + 1
+    while total + len(f"K{len(lines)}=1") + 1 <= size:
+        lines.append(f"K{len(lines)}=1")
+        total += len(lines[-1]) + 1
+    return "\n".join(lines) + "\n"
+
+
+# The shapes that are slow for a backtracking dotenv parser (python-dotenv's regular expressions take
+# seconds on the first): the reader must stay linear, so each costs about what the 60 KB file above costs.
+WORST_SHAPES = {
+    "blank run after a value": worst_case("X=value", " ", "\n"),
+    "blank run before a comment": worst_case("X=value", " ", "# comment\n"),
+    "blank lines": worst_case("", "\n", "X=1\n"),
+    "quoted value over many lines": worst_case('X="', "line\n", '"\n'),
+    "escapes in a quoted value": worst_case('X="', "\\n", '"\n'),
+    "comment lines": worst_case("", "# " + "c" * 40 + "\n", ""),
+    "many short bindings": many_bindings(),
+}
+
+
 @dataclass(frozen=True)
 class Case:
     """One container to run the hook for: its extra env, an optional env file, the ratio target."""
@@ -112,6 +142,17 @@ CASES = [
         target=2.5,
         expect_devices="0,1",
         needs_root=True,
+    ),
+    *(
+        Case(
+            name=f"60 KB worst: {shape}",
+            env=["NVIDIA_VISIBLE_DEVICES=fake0,fake1"],
+            env_file=content,
+            target=2.5,
+            expect_devices="0,1",
+            needs_root=True,
+        )
+        for shape, content in WORST_SHAPES.items()
     ),
 ]
 # The security issue's worst env-file shapes, 60 KB each, the whole hook path: linear, shown beside the above.
@@ -343,7 +384,7 @@ def run_hook_cases(args: argparse.Namespace, workdir: Path, installed: Installed
         if args.case and not any(word in case.name for word in args.case):
             continue
         if case.needs_root and os.geteuid() != 0:
-            print(f"{case.name:<44} SKIP (needs root: the env file must be owned by uid 0)")
+            print(f"{case.name:<46} SKIP (needs root: the env file must be owned by uid 0)")
             continue
         prepared = prepare_case(case, workdir, env_dir, index)
         installed.config.write_text(config_text(cli=str(STANDIN_CLI), env_dir=env_dir, record=record))
@@ -377,7 +418,7 @@ def run_producers(args: argparse.Namespace, installed: Installed, env_dir: Path,
         if args.case and not any(word in producer.name for word in args.case):
             continue
         if producer.needs_root and os.geteuid() != 0:
-            print(f"{producer.name:<44} SKIP (needs root: env files are root-owned)")
+            print(f"{producer.name:<46} SKIP (needs root: env files are root-owned)")
             continue
         if "{file}" in producer.args and not checked.exists():
             subprocess.run(

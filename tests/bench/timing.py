@@ -130,7 +130,7 @@ def compare(
 
 def format_header() -> str:
     """The column header matching ``format_row``."""
-    return f"{'case':<44} {'cmd ms':>8} {'base ms':>8} {'ratio':>6} {'(med/med)':>9} {'target':>7}  result"
+    return f"{'case':<46} {'cmd ms':>8} {'base ms':>8} {'ratio':>6} {'(med/med)':>9} {'target':>7}  result"
 
 
 def format_row(result: Comparison) -> str:
@@ -140,7 +140,7 @@ def format_row(result: Comparison) -> str:
     if result.target is None:
         verdict = "info"
     return (
-        f"{result.name:<44} {result.command_ms:8.2f} {result.baseline_ms:8.2f} "
+        f"{result.name:<46} {result.command_ms:8.2f} {result.baseline_ms:8.2f} "
         f"{result.ratio:5.2f}x {result.ratio_of_medians:8.2f}x {target:>7}  {verdict}"
     )
 
