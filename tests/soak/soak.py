@@ -454,7 +454,7 @@ def run_soak(concurrency: list[int], racing: int, writer_kills: int, shim_kills:
 def main(argv: list[str] | None = None) -> int:
     """Parse the shape sizes, run the soak, print the figures; 0 only when all is clean."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--concurrency", default="20,100", help="containers created at once (comma list)")
+    parser.add_argument("--concurrency", default="1,20,100", help="containers created at once (comma list)")
     parser.add_argument("--racing", type=int, default=50, help="containers racing a writer")
     parser.add_argument("--writer-kills", type=int, default=30, help="writers SIGKILLed mid-rewrite")
     parser.add_argument("--shim-kills", type=int, default=30, help="shims SIGKILLed mid-rewrite")
