@@ -169,3 +169,30 @@ def test_env_file_io_error_is_one_line(tmp_path: Path, staged: tuple[Path, Path,
         assert (result.stdout, errors) == (b"", [f"{prefix}{line}"])
     assert (staging / "config.json").read_bytes() == before
     assert not (tmp_path / "record.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        pytest.param(full_tmpfs, "No space left on device", id="enospc"),
+        pytest.param(read_only, "Read-only file system", id="read-only"),
+    ],
+)
+def test_env_file_write_failure_is_one_line(tmp_path: Path, failure: object, reason: str) -> None:
+    """``env-file write`` into a full or read-only env directory: one line, the old file kept, no temp file."""
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "a.env").write_text("NVIDIA_VISIBLE_DEVICES=0\n", encoding="utf-8")
+    env_dir = tmp_path / "nvidia-env"
+    env_dir.mkdir()
+    config = write_config(tmp_path, env_dir)
+    target = env_dir / "a.env"
+    argv = [*HOOK, "-config", str(config), "env-file", "write", str(target), "NVIDIA_VISIBLE_DEVICES=1"]
+    listing = f"; ls -A {shlex.quote(str(env_dir))}; cat {shlex.quote(str(target))}"
+    setup = failure(env_dir, staging)  # type: ignore[operator]
+    result = in_mount_namespace(setup, ["sh", "-c", f"{shlex.join(argv)}; echo rc=$?{listing}"])
+    assert result.stderr.decode() == f"gpu-env-hook: could not write env file {target}: {reason}\n"
+    out = result.stdout.decode().splitlines()
+    assert out[0] == "rc=1"
+    assert sorted(out[1:-1]) == sorted(["a.env", *(["fill"] if reason.startswith("No") else [])])
+    assert out[-1] == "NVIDIA_VISIBLE_DEVICES=0"
