@@ -41,6 +41,8 @@ class Comparison:
     command: list[float]
     baseline: list[float]
     target: float | None = None
+    command_cpu: list[float] = field(default_factory=list)  # user + system CPU seconds, per run
+    baseline_cpu: list[float] = field(default_factory=list)
 
     @property
     def command_ms(self) -> float:
@@ -56,6 +58,12 @@ class Comparison:
     def ratio(self) -> float:
         """Median of the per-pair ratios command / baseline (the judged figure)."""
         return statistics.median(c / b for c, b in zip(self.command, self.baseline, strict=True))
+
+    @property
+    def cpu_ratio(self) -> float:
+        """Median of the per-pair CPU-time ratios: the cross-check that a busy machine moves least."""
+        pairs = zip(self.command_cpu, self.baseline_cpu, strict=True)
+        return statistics.median(c / b for c, b in pairs if b > 0) if self.command_cpu else float("nan")
 
     @property
     def ratio_of_medians(self) -> float:
@@ -74,6 +82,12 @@ class CommandFailedError(RuntimeError):
 
 def run_once(command: Command) -> float:
     """Spawn ``command`` once and return its wall time in seconds; raise if it exits non-zero."""
+    return run_measured(command)[0]
+
+
+def run_measured(command: Command) -> tuple[float, float]:
+    """Spawn ``command`` once; return its wall time and its CPU time (user + system, the process and what
+    it exec'd) in seconds; raise if it exits non-zero."""
     if command.prepare is not None:
         command.prepare()
     stdin_fd = os.open(command.stdin_path or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -89,7 +103,7 @@ def run_once(command: Command) -> float:
         ]
         start = time.perf_counter_ns()
         pid = os.posix_spawn(command.argv[0], list(command.argv), command.env, file_actions=actions)
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
         elapsed = (time.perf_counter_ns() - start) / 1e9
     finally:
         if old_cwd is not None:
@@ -99,7 +113,7 @@ def run_once(command: Command) -> float:
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise CommandFailedError(f"{' '.join(command.argv)} exited with status {code}")
-    return elapsed
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
 def compare(
@@ -115,22 +129,30 @@ def compare(
     for _ in range(warmup):
         run_once(command)
         run_once(baseline)
-    command_times: list[float] = []
-    baseline_times: list[float] = []
+    times: dict[str, list[float]] = {"command": [], "baseline": [], "command_cpu": [], "baseline_cpu": []}
+
+    def run(which: str, what: Command) -> None:
+        wall, cpu = run_measured(what)
+        times[which].append(wall)
+        times[which + "_cpu"].append(cpu)
+
     for index in range(runs):
         # Swap which goes first on every pair so neither always runs right after the other's exit.
         if index % 2:
-            baseline_times.append(run_once(baseline))
-            command_times.append(run_once(command))
+            run("baseline", baseline)
+            run("command", command)
         else:
-            command_times.append(run_once(command))
-            baseline_times.append(run_once(baseline))
-    return Comparison(name=name, command=command_times, baseline=baseline_times, target=target)
+            run("command", command)
+            run("baseline", baseline)
+    return Comparison(name=name, target=target, **times)
 
 
 def format_header() -> str:
     """The column header matching ``format_row``."""
-    return f"{'case':<46} {'cmd ms':>8} {'base ms':>8} {'ratio':>6} {'(med/med)':>9} {'target':>7}  result"
+    return (
+        f"{'case':<46} {'cmd ms':>8} {'base ms':>8} {'ratio':>6} {'(med/med)':>9} {'target':>7}  result"
+        f"  {'cpu ratio':>9}"
+    )
 
 
 def format_row(result: Comparison) -> str:
@@ -141,7 +163,7 @@ def format_row(result: Comparison) -> str:
         verdict = "info"
     return (
         f"{result.name:<46} {result.command_ms:8.2f} {result.baseline_ms:8.2f} "
-        f"{result.ratio:5.2f}x {result.ratio_of_medians:8.2f}x {target:>7}  {verdict}"
+        f"{result.ratio:5.2f}x {result.ratio_of_medians:8.2f}x {target:>7}  {verdict:<6}  {result.cpu_ratio:8.2f}x"
     )
 
 
