@@ -17,7 +17,14 @@ import stat
 from hook import envvars
 from hook.beneath import EnvFileMissingError, open_directory_beneath, refuse, split_beneath
 from hook.config import EnvFileSettings, default_settings, is_env_name
-from hook.envfile import check_pins, load_env_file_bytes, parse_env_file, refused_key_rule
+from hook.envfile import (
+    check_content,
+    check_pins,
+    find_pins,
+    load_env_file_bytes,
+    read_env_file,
+    refused_key_rule,
+)
 from hook.errors import EnvFileError, HookError, UsageError, os_error
 from hook.records import Record
 
@@ -257,20 +264,27 @@ def check_env_file(
             ),
         )
     )
+    # As the hook: the file is read and its pin checked before any content rule is applied.
     try:
-        parsed, reserved_found = parse_env_file(data, path, variable=settings.variable)
+        text = read_env_file(data, path)
+        reserved.update(find_pins(text.bindings, path))
+    except EnvFileError as err:  # the pin cannot be found in a file that does not parse
+        steps.append(CheckStep("content", ok=False, detail=str(err)))
+        return report()
+    steps.append(_binding_step(reserved, path, settings, pod_uid=pod_uid, container=container))
+    if not steps[-1].ok:
+        return report()
+    try:
+        values.update(check_content(text, path, variable=settings.variable))
     except EnvFileError as err:
         steps.append(CheckStep("content", ok=False, detail=str(err)))
         return report()
-    values.update(parsed)
-    reserved.update(reserved_found)
     names = ", ".join(values) or "none"
     steps.append(
         CheckStep(
             "content", ok=True, detail=f"{len(values)} variable{'' if len(values) == 1 else 's'}: {names}"
         )
     )
-    steps.append(_binding_step(reserved, path, settings, pod_uid=pod_uid, container=container))
     return report()
 
 

@@ -203,7 +203,7 @@ def test_env_file_write_then_check_through_both_paths(env_config: Path, tmp_path
     assert proc.returncode == 0, proc.stderr
     code, out, _ = invoke("env-file", "check", str(path), "--pod-uid", "p1", config=env_config)
     assert code == 0
-    assert [line.split()[1] for line in out.splitlines()] == ["location", "file", "content", "binding"]
+    assert [line.split()[1] for line in out.splitlines()] == ["location", "file", "binding", "content"]
     proc = hook("env-file", "check", str(path), "--pod-uid", "p2", config=env_config)
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[-1].startswith("✗  binding")

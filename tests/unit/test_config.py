@@ -446,3 +446,45 @@ def test_source_is_kept(tmp_path: Path) -> None:
     """The settings remember which file they came from."""
     path = str(tmp_path / "config.toml")
     assert parse_config("", source=path, suse=False).source == path
+
+
+@pytest.mark.parametrize(
+    ("text", "engine", "expected"),
+    [
+        pytest.param(None, None, "none", id="nothing-set"),
+        pytest.param(None, "", "none", id="empty-environment"),
+        pytest.param(None, "crio", "crio", id="from-the-hooks-environment"),
+        pytest.param('[env-file]\npod-binding-engine = "containerd"\n', "crio", "containerd", id="key-wins"),
+        pytest.param('[env-file]\npod-binding-engine = "none"\n', "crio", "none", id="key-none-wins"),
+        pytest.param('[env-file]\npod-binding-engine = "podman"\n', None, "podman", id="podman"),
+    ],
+)
+def test_pod_binding_engine(text: str | None, engine: str | None, expected: str) -> None:
+    """The key, else the hook's own GPU_ENV_HOOK_ENGINE, else none."""
+    assert parse_config(text, suse=False, engine=engine).env_file.pod_binding_engine == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "engine", "message"),
+    [
+        pytest.param(
+            '[env-file]\npod-binding-engine = "k8s"\n',
+            None,
+            r"^error getting hook config: failed to load config: <config>: env-file\.pod-binding-engine must be "
+            r"one of containerd, crio, podman, docker, none \(or empty: GPU_ENV_HOOK_ENGINE decides\), "
+            r"got 'k8s'$",
+            id="unknown-key-value",
+        ),
+        pytest.param(
+            None,
+            "cri-o\n",
+            r"^error getting hook config: failed to load config: the hook's environment: GPU_ENV_HOOK_ENGINE must "
+            r"be one of containerd, crio, podman, docker, none, got 'cri-o\\n'$",
+            id="unknown-environment-value",
+        ),
+    ],
+)
+def test_pod_binding_engine_refuses_unknown_names(text: str | None, engine: str | None, message: str) -> None:
+    """An unknown engine is a configuration error, never a guess."""
+    with pytest.raises(ConfigError, match=message):
+        parse_config(text, suse=False, engine=engine)

@@ -326,14 +326,15 @@ def write_raw(path: Path, content: str, mode: int = 0o644) -> Path:
 
 @needs_root
 def test_check_reports_every_step_of_an_accepted_file(env_dir: Path) -> None:
-    """An accepted file passes location, file, content and binding, and its variables are returned."""
+    """An accepted file passes location, file, binding and content (the pin first, as the hook checks it),
+    and its variables are returned."""
     path = write_raw(env_dir / "a.env", "GPU_ENV_HOOK_POD_UID=p1\nA=1\nB='two'\n")
     report = check_env_file(str(path), env_settings(env_dir, pod_binding_engine="crio"), pod_uid="p1")
     assert report.ok
-    assert [step.name for step in report.steps] == ["location", "file", "content", "binding"]
+    assert [step.name for step in report.steps] == ["location", "file", "binding", "content"]
     assert report.values == {"A": "1", "B": "two"}
     assert report.pinned_pod_uid == "p1"
-    assert report.steps[-1].detail == "pinned to pod p1 (matches)"
+    assert report.steps[2].detail == "pinned to pod p1 (matches)"
 
 
 @needs_root
@@ -347,6 +348,15 @@ def test_check_reports_every_step_of_an_accepted_file(env_dir: Path) -> None:
             "a.env", "A=1\n", 0o666, {}, "file", r"must not be group- or world-writable", id="writable"
         ),
         pytest.param("a.env", "A=1\nA=2\n", 0o644, {}, "content", r"line 2: duplicate key", id="duplicate"),
+        pytest.param(
+            "a.env",
+            "GPU_ENV_HOOK_POD_UID=p1\nLD_PRELOAD=/x.so\n",
+            0o644,
+            {"pod_uid": "p2"},
+            "binding",
+            r"is pinned to another pod",
+            id="other-pods-file-fails-on-the-pin-not-the-content",
+        ),
         pytest.param(
             "a.env",
             "GPU_ENV_HOOK_POD_UID=p1\n",
