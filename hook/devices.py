@@ -7,7 +7,6 @@ behaviour description). An empty device list means "not a GPU container".
 from __future__ import annotations
 
 from hook import envvars, log, paths
-from hook.cdi.names import is_qualified_name
 from hook.errors import escape
 from hook.paths import DEVICE_LIST_ROOT
 
@@ -81,6 +80,8 @@ def mount_devices(requests: list[str]) -> list[str]:
         if request.startswith(_IMEX_PREFIX):
             continue
         if request.startswith(_CDI_PREFIX):
+            from hook.cdi.names import is_qualified_name  # only for a CDI mount request
+
             rest = request[len(_CDI_PREFIX) :]
             if is_qualified_name(rest):
                 devices.append(rest)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from hook import log, paths
-from hook.cdi.names import is_qualified_name
 from hook.errors import RequestError
 
 DIRECT_INVOCATION_MESSAGE = (
@@ -12,11 +11,19 @@ DIRECT_INVOCATION_MESSAGE = (
 )
 
 
+def _all_cdi_names(devices: list[str]) -> bool:
+    """Tell whether every device is a fully qualified CDI name (``vendor/class=name``)."""
+    from hook.cdi.names import is_qualified_name
+
+    return all(is_qualified_name(device) for device in devices)
+
+
 def resolve_mode(configured: str, devices: list[str], *, platform: str | None = None) -> tuple[str, str]:
     """Return the mode and the line upstream logs about it: ``cdi`` when every device is a CDI name."""
     if configured != "auto":
         return configured, f"Using requested mode '{configured}'"
-    if devices and all(is_qualified_name(device) for device in devices):
+    # A CDI name has an "=": only then is the CDI name module loaded (most GPU containers name indexes).
+    if devices and all("=" in device for device in devices) and _all_cdi_names(devices):
         mode = "cdi"
     else:
         mode = platform if platform is not None else detect_platform_mode()

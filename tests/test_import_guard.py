@@ -181,7 +181,7 @@ SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
 STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.state"})
 # Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
 SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubset"})
-DEVICES = frozenset({"hook.devices", "hook.cdi", "hook.cdi.names"})
+DEVICES = frozenset({"hook.devices"})  # hook.cdi.names only for a CDI name or mount request
 REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
 # The env-file code (opening beneath the directory, the linear reader hook.dotenvreader: no re, no typing),
