@@ -116,10 +116,12 @@ def load_settings(config: str | None) -> Settings:
     """Find, read and parse config.toml the way the hook does (``config``: the ``-config`` flag)."""
     from hook.config import parse_config
     from hook.configfile import find_config_path, load_config_text
+    from hook.envvars import GPU_ENV_HOOK_ENGINE
 
     path, required = find_config_path(config, os.environ)
     text = load_config_text(path, required=required)
-    return parse_config(text, source=path if text is not None else None)
+    engine = os.environ.get(GPU_ENV_HOOK_ENGINE)  # the pod-binding engine, as for the typer commands
+    return parse_config(text, source=path if text is not None else None, engine=engine)
 
 
 # --- the commands (hook.cli's typer commands call these too) -----------------------------------------------

@@ -83,9 +83,12 @@ def runner(*args: str, config: Path) -> tuple[int, str, str]:
 
 @pytest.fixture
 def config(make_config: MakeConfig, tmp_path: Path) -> Path:
-    """A config.toml whose [env-file] directory is tmp/nvidia-env."""
+    """A config.toml whose [env-file] directory is tmp/nvidia-env, on a containerd node (named here, so that
+    a GPU_ENV_HOOK_ENGINE in the test's own environment cannot make the two paths differ)."""
     (tmp_path / "nvidia-env").mkdir(mode=0o755)
-    return make_config(f'[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n')
+    return make_config(
+        f'[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\npod-binding-engine = "containerd"\n'
+    )
 
 
 @needs_root
