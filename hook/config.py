@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 MAX_ENV_FILE_BYTES = 16 * 1024 * 1024
+# The prestart hook's bound (the OCI ``timeout`` of every hook entry we write or inject), in seconds: far
+# above a large node's first nvidia-container-cli call (loading the kernel modules and initialising every
+# GPU without persistence mode: seconds to tens of seconds), and below the kubelet's default
+# --runtime-request-timeout (2 minutes), so that a hung cli fails the create with runc's own message
+# before the kubelet gives up on the call.
+DEFAULT_HOOK_TIMEOUT = 60
+MAX_HOOK_TIMEOUT = 3600
 _PREFIX = CONFIG_ERROR_PREFIX
 
 
@@ -53,6 +60,8 @@ def default_settings(*, suse: bool = False) -> dict[str, Any]:
             "disable-imex-channel-creation": False,
             "ignore-imex-channel-requests": False,
         },
+        "gpu-env-hook": {"timeout": DEFAULT_HOOK_TIMEOUT},
+        "gpu-env-runtime": {"runtime": ""},
         "env-file": {
             "variable": envvars.NVIDIA_ENV_FROM_FILE,
             "directories": ["/run/nvidia-env"],
@@ -110,6 +119,8 @@ class Settings(Record):
     disable_imex_channel_creation: bool
     ignore_imex_channel_requests: bool
     env_file: EnvFileSettings
+    hook_timeout: int
+    runtime: str
 
 
 def parse_config(
@@ -186,6 +197,8 @@ def build_settings(merged: dict[str, Any], *, source: str | None, engine: str | 
             require_pod_binding=env_file["require-pod-binding"],
             pod_binding_engine=pod_binding_engine,
         ),
+        hook_timeout=merged["gpu-env-hook"]["timeout"],
+        runtime=merged["gpu-env-runtime"]["runtime"],
     )
     _check_rules(settings, where)
     return settings
@@ -252,6 +265,12 @@ def _check_rules(settings: Settings, where: str) -> None:
         raise ConfigError(f"{_PREFIX}{where}: env-file.on-missing must be 'error' or 'ignore'")
     if not 0 < env_file.max_bytes <= MAX_ENV_FILE_BYTES:
         raise ConfigError(f"{_PREFIX}{where}: env-file.max-bytes must be between 1 and {MAX_ENV_FILE_BYTES}")
+    if not 0 < settings.hook_timeout <= MAX_HOOK_TIMEOUT:
+        raise ConfigError(
+            f"{_PREFIX}{where}: gpu-env-hook.timeout must be between 1 and {MAX_HOOK_TIMEOUT} (seconds)"
+        )
+    if settings.runtime and not os.path.isabs(settings.runtime):
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env-runtime.runtime must be an absolute path")
 
 
 def is_env_name(name: str) -> bool:

@@ -18,6 +18,11 @@ XDG_CONFIG_HOME = "XDG_CONFIG_HOME"
 # Which engine started the hook (set by what ``install --engine X`` writes, never read from the container):
 # the default of ``[env-file] pod-binding-engine``, i.e. whose annotations name the pod.
 GPU_ENV_HOOK_ENGINE = "GPU_ENV_HOOK_ENGINE"
+# The runtime shim's loop guard: the pid of the shim that exec'd the runtime, in the runtime's environment; a
+# shim started with its own pid (an exec chain back to itself) or its parent's (a wrapper that forks) there
+# refuses. And the probe: a shim started with this variable set only prints "gpu-env-runtime probe VALUE".
+GPU_ENV_RUNTIME_PID = "GPU_ENV_RUNTIME_PID"
+GPU_ENV_RUNTIME_PROBE = "GPU_ENV_RUNTIME_PROBE"
 
 # The env-file feature: the default name of the variable that names the file.
 NVIDIA_ENV_FROM_FILE = "NVIDIA_ENV_FROM_FILE"

@@ -107,16 +107,21 @@ def has_our_hook(document: dict[str, object]) -> bool:
 
 
 def is_our_hook(entry: object) -> bool:
-    """Tell whether a hook entry runs our hook (``gpu-env-hook``, or ``-m hook``), which reads env files."""
+    """Tell whether a hook entry runs our hook (``gpu-env-hook``, ``-m hook`` or our launch code), which
+    reads env files."""
     if not isinstance(entry, dict):
         return False
     path = entry.get("path")
     if isinstance(path, str) and os.path.basename(path) == "gpu-env-hook":
         return True
     args = entry.get("args")
-    return isinstance(args, list) and any(
-        args[i] == "-m" and args[i + 1] == "hook" for i in range(len(args) - 1)
-    )
+    if not isinstance(args, list):
+        return False
+    if any(args[i] == "-m" and args[i + 1] == "hook" for i in range(len(args) - 1)):
+        return True
+    from hook.launch import is_launch_code
+
+    return is_launch_code(args)
 
 
 def with_handoff(entry: dict[str, object], handoff: str) -> dict[str, object]:

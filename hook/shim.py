@@ -17,9 +17,9 @@ import os
 import sys
 
 from hook.configfile import find_config_path, load_config_text
-from hook.envvars import GPU_ENV_HOOK_ENGINE
+from hook.envvars import GPU_ENV_HOOK_ENGINE, GPU_ENV_RUNTIME_PID, GPU_ENV_RUNTIME_PROBE
 from hook.errors import LINE_LIMIT, ExecError, HookError, SpecError, escape
-from hook.paths import FIXED_PATH
+from hook.paths import FIXED_PATH, RUNTIME_WRAPPER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,8 +37,12 @@ GLOBAL_VALUE_FLAGS = frozenset(
 COMMAND_VALUE_FLAGS = frozenset({"bundle", "b", "console-socket", "pid-file", "preserve-fds"})
 # Executables that already are a GPU hook: NVIDIA's two names and ours.
 GPU_HOOK_NAMES = ("nvidia-container-runtime-hook", "nvidia-container-toolkit", "gpu-env-hook")
-# config.toml words without which ``[nvidia-container-runtime] runtimes`` keeps its default.
-_RUNTIMES_MARKERS = ("runtimes", "\\")
+# config.toml words without which neither ``[gpu-env-runtime] runtime`` nor ``[nvidia-container-runtime]
+# runtimes`` is set.
+_RUNTIMES_MARKERS = ("runtime", "\\")
+LOOP_FIX = "set the real runtime (runc, crun) with `install --runtime PATH` or [gpu-env-runtime] runtime"
+# How long the loop probe of a script runtime may take (it only runs ``RUNTIME --version``).
+PROBE_TIMEOUT = 10
 
 
 class Invocation:
@@ -105,10 +109,12 @@ def _find_bundle(args: list[str]) -> str | None:
 
 
 def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...]:
-    """Return ``[nvidia-container-runtime] runtimes``: the default when the file does not mention the key,
-    else read with the TOML-subset reader (tomllib costs about as much as the interpreter's start, and every
-    runtime call would pay it), else the full config parser. Only this key matters here: a config error
-    elsewhere must not stop ``delete`` or ``kill``."""
+    """Return the runtimes to try: ``[gpu-env-runtime] runtime`` when set (ours: NVIDIA's runtime may name
+    this shim in its own key), else ``[nvidia-container-runtime] runtimes``, else the default.
+
+    Read with the TOML-subset reader (tomllib costs about as much as the interpreter's start), else the
+    full config parser. Only these keys matter here: a config error elsewhere must not stop a runtime call.
+    """
     from hook.configfile import config_mentions
 
     if config_text is None or not config_mentions(config_text, _RUNTIMES_MARKERS):
@@ -118,13 +124,22 @@ def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...
     from hook.tomlsubset import parse_toml_subset
 
     document = parse_toml_subset(config_text)
-    table = document.get("nvidia-container-runtime") if document is not None else None
-    runtimes = table.get("runtimes") if isinstance(table, dict) else None
-    if isinstance(runtimes, list):  # the subset's arrays hold only strings
-        return tuple(runtimes)
+    ours = document.get("gpu-env-runtime", {}) if document is not None else None
+    table = document.get("nvidia-container-runtime", {}) if document is not None else None
+    if isinstance(ours, dict) and isinstance(table, dict):
+        runtime, runtimes = ours.get("runtime", ""), table.get("runtimes")
+        if isinstance(runtime, str) and runtime.startswith("/"):
+            return (runtime,)
+        if runtime == "" and runtimes is None:
+            from hook.configfile import DEFAULT_RUNTIMES
+
+            return DEFAULT_RUNTIMES
+        if runtime == "" and isinstance(runtimes, list):  # the subset's arrays hold only strings
+            return tuple(runtimes)
     from hook.config import parse_config
 
-    return parse_config(config_text, source=source).runtimes
+    settings = parse_config(config_text, source=source)
+    return (settings.runtime,) if settings.runtime else settings.runtimes
 
 
 def resolve_runtime(runtimes: tuple[str, ...], search_path: str = FIXED_PATH) -> str:
@@ -146,11 +161,69 @@ def resolve_runtime(runtimes: tuple[str, ...], search_path: str = FIXED_PATH) ->
     )
 
 
-def exec_runtime(path: str, args: list[str]) -> NoReturn:
-    """Replace this process with the runtime: ``path`` as argv[0], ``args`` untouched, fds and env kept."""
+def check_reentry(environ: dict[str, str] | os._Environ[str]) -> None:
+    """Refuse to run when the runtime this shim (or its wrapper) exec'd has led back to it: the loop
+    guard holds this process's pid (an exec chain) or its parent's (a wrapper that forks)."""
+    marker = environ.get(GPU_ENV_RUNTIME_PID)
+    if marker and marker in (str(os.getpid()), str(os.getppid())):
+        raise ExecError(f"refusing to run: the runtime it executed started it again (a loop); {LOOP_FIX}")
+
+
+def check_runtime(runtime: str, environ: dict[str, str] | os._Environ[str]) -> None:
+    """Before anything is written: the runtime must be an executable file that is not this shim, by
+    identity (the same file as the installed wrapper or this program) or, for a script, by asking it
+    (``RUNTIME --version`` with the probe variable set: a shim anywhere down its chain answers)."""
+    try:
+        st = os.stat(runtime)
+    except OSError as err:
+        raise ExecError(f"cannot execute the runtime {runtime}: {err.strerror}") from None
+    if (st.st_mode & 0o170000) != 0o100000 or not os.access(runtime, os.X_OK):
+        raise ExecError(f"cannot execute the runtime {runtime}: not an executable file")
+    for own in (RUNTIME_WRAPPER, sys.argv[0]):
+        try:
+            same = os.path.samestat(st, os.stat(own))
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise ExecError(f"the runtime {runtime} is this shim itself; {LOOP_FIX}")
+    try:
+        with open(runtime, "rb") as fh:
+            script = fh.read(2) == b"#!"
+    except OSError:
+        script = False
+    if script and probe_is_shim(runtime, environ):
+        raise ExecError(f"the runtime {runtime} leads back to this shim; {LOOP_FIX}")
+
+
+def probe_is_shim(runtime: str, environ: dict[str, str] | os._Environ[str]) -> bool:
+    """Run ``RUNTIME --version`` with the probe variable set; tell whether a shim of ours answered."""
+    import subprocess
+
+    token = os.urandom(8).hex()
+    try:
+        proc = subprocess.run(
+            [runtime, "--version"],
+            env={**environ, GPU_ENV_RUNTIME_PROBE: token},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return f"{PROG} probe {token}".encode() in proc.stdout
+
+
+def exec_runtime(
+    path: str, args: list[str], environ: dict[str, str] | os._Environ[str] | None = None
+) -> NoReturn:
+    """Replace this process with the runtime: ``path`` as argv[0], ``args`` untouched, fds kept, the
+    environment kept plus the loop guard (this pid)."""
+    env = dict(os.environ if environ is None else environ)
+    env[GPU_ENV_RUNTIME_PID] = str(os.getpid())
     sys.stderr.flush()
     try:
-        os.execv(path, [path, *args])
+        os.execve(path, [path, *args], env)
     except OSError as err:
         raise ExecError(f"cannot execute the runtime {path}: {err.strerror}") from None
 
@@ -171,16 +244,13 @@ def load_spec_bytes(path: str) -> bytes | None:
 
 
 def is_gpu_hook(entry: object) -> bool:
-    """Tell whether a hook entry runs NVIDIA's hook or ours (by executable name, or ``-m hook``)."""
-    if not isinstance(entry, dict):
-        return False
-    path = entry.get("path")
+    """Tell whether a hook entry runs NVIDIA's hook (by executable name) or ours (``is_our_hook``)."""
+    path = entry.get("path") if isinstance(entry, dict) else None
     if isinstance(path, str) and os.path.basename(path) in GPU_HOOK_NAMES:
         return True
-    args = entry.get("args")
-    if not isinstance(args, list):
-        return False
-    return any(args[i] == "-m" and args[i + 1] == "hook" for i in range(len(args) - 1))
+    from hook.handoff import is_our_hook
+
+    return is_our_hook(entry)
 
 
 def has_gpu_hook(document: dict[str, object]) -> bool:
@@ -197,13 +267,23 @@ def has_gpu_hook(document: dict[str, object]) -> bool:
 
 
 def build_hook_entry(
-    executable: str, config_path: str | None, environ: dict[str, str] | os._Environ[str]
+    executable: str,
+    config_path: str | None,
+    environ: dict[str, str] | os._Environ[str],
+    *,
+    lib: str,
+    isolated_site: bool = True,
 ) -> dict[str, object]:
-    """Build our prestart hook: isolated Python, a fixed PATH, and the config file the shim used.
+    """Build our prestart hook, started as the shim itself was (``hook.launch``): the same interpreter with
+    ``-I -X utf8`` (and ``-S`` when the shim runs without ``site``), the package from ``lib`` (the shim's
+    own, so both run one version), a fixed PATH, the engine's name, and the config file the shim used.
 
     Without a config file, the hook is told the shim's ``XDG_CONFIG_HOME`` so both look in the same place.
     """
-    args = [executable, "-I", "-m", "hook"]
+    from hook.launch import PYTHON_FLAGS, build_code
+
+    flags = list(PYTHON_FLAGS) if isolated_site else [flag for flag in PYTHON_FLAGS if flag != "-S"]
+    args = [executable, *flags, "-c", build_code("hook.__main__", "gpu-env-hook", lib=lib)]
     if config_path is not None:
         args += ["-config", os.path.abspath(config_path)]
     args.append("prestart")
@@ -215,6 +295,15 @@ def build_hook_entry(
     if engine:  # the hook checks pod pins against the same engine's annotations as the shim
         env.append(f"{GPU_ENV_HOOK_ENGINE}={engine}")
     return {"path": executable, "args": args, "env": env}
+
+
+def own_hook_entry(config_path: str | None, environ: dict[str, str] | os._Environ[str]) -> dict[str, object]:
+    """Build the hook entry for this process: its interpreter, its package directory, its ``-S``."""
+    package = sys.modules["hook"].__file__ or ""
+    lib = os.path.dirname(os.path.dirname(os.path.abspath(package)))
+    return build_hook_entry(
+        sys.executable, config_path, environ, lib=lib, isolated_site=bool(sys.flags.no_site)
+    )
 
 
 def add_prestart_hook(document: dict[str, object], hook: dict[str, object]) -> dict[str, object]:
@@ -275,14 +364,22 @@ def resolve_spec(
         handoff = build_handoff(pinned, list(env_file.values) if env_file is not None else [])
         edited = hand_off_to_our_hooks(edited, handoff)
         if add_hook:
-            edited = add_prestart_hook(edited, with_handoff(hook, handoff))
+            edited = add_prestart_hook(
+                edited, with_handoff({**hook, "timeout": settings.hook_timeout}, handoff)
+            )
     return None if edited is document else edited
 
 
 def write_bundle(
-    bundle: str, config_text: str | None, source: str | None, environ: dict[str, str] | os._Environ[str]
+    bundle: str,
+    config_text: str | None,
+    source: str | None,
+    environ: dict[str, str] | os._Environ[str],
+    *,
+    runtime: str | None = None,
 ) -> None:
-    """Edit ``<bundle>/config.json`` in place (atomically), only when the decision changes it."""
+    """Edit ``<bundle>/config.json`` in place (atomically), only when the decision changes it; with
+    ``runtime``, first make sure that runtime is not this shim again (``check_runtime``)."""
     from hook.bundle import spec_path
     from hook.specenv import spec_may_matter
 
@@ -294,25 +391,41 @@ def write_bundle(
 
     document = parse_spec(raw)
     check_spec(document)
-    hook = build_hook_entry(sys.executable, source, environ)
+    hook = own_hook_entry(source, environ)
     engine = environ.get(GPU_ENV_HOOK_ENGINE)
     edited = resolve_spec(document, config_text, source=source, hook=hook, engine=engine)
     if edited is not None:
+        if runtime is not None:
+            check_runtime(runtime, environ)
         write_spec(path, edited)
 
 
 # --- entry point -----------------------------------------------------------------------------------------
 
 
-def run_shim(argv: list[str], invocation: Invocation, environ: dict[str, str] | os._Environ[str]) -> NoReturn:
-    """Find the real runtime, edit the bundle on create/run, exec the runtime with ``argv``."""
+def run_shim(
+    argv: list[str],
+    invocation: Invocation,
+    environ: dict[str, str] | os._Environ[str],
+    *,
+    runtime: str | None = None,
+) -> NoReturn:
+    """Exec the runtime with ``argv``, having edited the bundle on create/run.
+
+    ``runtime``: the one the installed wrapper resolved (it execs the same one itself for every other
+    command); without it, the one config.toml names.
+    """
+    create = invocation.command in CREATE_COMMANDS
+    if runtime is not None and not create:
+        exec_runtime(runtime, argv, environ)
     config_path, required = find_config_path(None, environ)
     config_text = load_config_text(config_path, required=required)
     source = config_path if config_text is not None else None
-    runtime = resolve_runtime(load_runtimes(config_text, source))
-    if invocation.command in CREATE_COMMANDS:
-        write_bundle(invocation.bundle, config_text, source, environ)
-    exec_runtime(runtime, argv)
+    if runtime is None:
+        runtime = resolve_runtime(load_runtimes(config_text, source))
+    if create:
+        write_bundle(invocation.bundle, config_text, source, environ, runtime=runtime)
+    exec_runtime(runtime, argv, environ)
 
 
 def format_log_line(message: str, *, json_format: bool, stamp: str, level: str = "error") -> str:
@@ -348,13 +461,21 @@ def report(invocation: Invocation | None, message: str) -> None:
         os.close(fd)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the shim; it returns only on an error (1, or the error's own status), having reported it."""
+def main(argv: list[str] | None = None, *, runtime: str | None = None) -> int:
+    """Run the shim; it returns only on an error (1, or the error's own status), having reported it.
+
+    ``runtime``: the runtime the installed wrapper resolved and passes in (see ``run_shim``).
+    """
     args = sys.argv[1:] if argv is None else argv
+    probe = os.environ.get(GPU_ENV_RUNTIME_PROBE)
+    if probe is not None:
+        sys.stdout.write(f"{PROG} probe {probe}\n")
+        return 0
     invocation = None
     try:
         invocation = parse_runtime_args(args)
-        run_shim(args, invocation, os.environ)
+        check_reentry(os.environ)
+        run_shim(args, invocation, os.environ, runtime=runtime)
     except HookError as err:
         report(invocation, str(err))
         return err.exit_code

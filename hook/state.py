@@ -5,6 +5,9 @@ from __future__ import annotations
 from hook.errors import StateError, decode_error_reason, json_kind
 from hook.jsontext import decode_prefix
 
+# How much one read of stdin asks for: a pipe's capacity.
+_CHUNK = 65536
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
@@ -46,6 +49,41 @@ def parse_state(data: bytes) -> State:
 
 
 def load_state(stream: BinaryIO) -> State:
-    """Read the state from a binary stream (the hook's stdin), whatever its size: it carries the spec's
-    annotations, and runc runs a spec of any size."""
-    return parse_state(stream.read())
+    """Read the state from a binary stream (the hook's stdin), whatever its size (it carries the spec's
+    annotations, and runc runs a spec of any size): the first JSON value, as upstream's decoder does — it
+    does not wait for end of file, since a runtime may keep stdin open.
+
+    Reads what is available (``read1``: what the writer has written so far) and tries to decode when a read
+    ends with a closing bracket, after a short read (the writer paused) or once the data has doubled since
+    the last try, so that a large state costs a bounded number of tries.
+    """
+    read = getattr(stream, "read1", stream.read)
+    data = bytearray()
+    tried = 0
+    while True:
+        chunk: bytes = read(_CHUNK)
+        if not chunk:
+            break
+        data += chunk
+        if chunk.rstrip().endswith((b"}", b"]")) and (len(chunk) < _CHUNK or len(data) >= 2 * tried):
+            tried = len(data)
+            state = _try_state(bytes(data))
+            if state is not None:
+                return state
+    return parse_state(bytes(data))
+
+
+def _try_state(data: bytes) -> State | None:
+    """Decode the state when ``data`` already holds a whole first value; None when more input may help."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return parse_state(data)
+    try:
+        decode_prefix(text)
+    except ValueError as err:
+        position = getattr(err, "pos", 0)
+        message = getattr(err, "msg", "")
+        if position >= len(text.rstrip()) - 16 or message.startswith("Unterminated string"):
+            return None
+    return parse_state(data)

@@ -338,6 +338,26 @@ def test_cli_keys(line: str, attribute: str, value: object) -> None:
             "features.ignore-imex-channel-requests must be a boolean, got an integer",
             id="feature-int",
         ),
+        pytest.param(
+            '[gpu-env-hook]\ntimeout = "60"',
+            "gpu-env-hook.timeout must be an integer, got a string",
+            id="hook-timeout-string",
+        ),
+        pytest.param(
+            "[gpu-env-hook]\ntimeout = 0",
+            "gpu-env-hook.timeout must be between 1 and 3600 (seconds)",
+            id="hook-timeout-zero",
+        ),
+        pytest.param(
+            "[gpu-env-runtime]\nruntime = []",
+            "gpu-env-runtime.runtime must be a string, got an array of strings",
+            id="runtime-array",
+        ),
+        pytest.param(
+            '[gpu-env-runtime]\nruntime = "crun"',
+            "gpu-env-runtime.runtime must be an absolute path",
+            id="runtime-relative",
+        ),
     ],
 )
 def test_wrong_type_is_refused(text: str, message: str) -> None:
@@ -440,6 +460,13 @@ def test_ldconfig_from_container_allowed(value: str) -> None:
 def test_split_list(value: str, items: tuple[str, ...]) -> None:
     """Comma lists are split, trimmed with Go's TrimSpace set, and emptied items dropped."""
     assert split_list(value) == items
+
+
+def test_launch_keys() -> None:
+    """Our own tables: the hook's timeout (default 60 s) and the runtime the shim execs (default unset)."""
+    assert (parse_config(None, suse=False).hook_timeout, parse_config(None, suse=False).runtime) == (60, "")
+    settings = parse_config('[gpu-env-hook]\ntimeout = 5\n[gpu-env-runtime]\nruntime = "/usr/bin/crun"\n')
+    assert (settings.hook_timeout, settings.runtime) == (5, "/usr/bin/crun")
 
 
 def test_source_is_kept(tmp_path: Path) -> None:

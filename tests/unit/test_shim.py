@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MakeBundle, MakeConfig, MakeEnvFile
+from conftest import REPO, MakeBundle, MakeConfig, MakeEnvFile
 
-from hook.errors import EnvFileError, ExecError
+from hook.config import DEFAULT_HOOK_TIMEOUT
+from hook.errors import EnvFileError, ExecError, HookError
+from hook.launch import build_code
 from hook.paths import FIXED_PATH
 from hook.shim import (
     add_prestart_hook,
@@ -204,11 +206,32 @@ mount-spec-path = "/etc/nvidia-container-runtime/host-files-for-container.d"
         pytest.param('[nvidia-container-runtime]\nruntimes = [\n "a",\n]\n', ("a",), id="multi-line"),
         pytest.param('[other]\nruntimes = ["a"]\n', ("runc", "crun"), id="other-table"),
         pytest.param('x = "runtimes"\n', ("runc", "crun"), id="mentioned-in-a-value"),
+        pytest.param('[gpu-env-runtime]\nruntime = "/usr/bin/crun"\n', ("/usr/bin/crun",), id="ours"),
+        pytest.param(
+            UPSTREAM_CONFIG + '[gpu-env-runtime]\nruntime = "/usr/sbin/runc"\n',
+            ("/usr/sbin/runc",),
+            id="ours-over-nvidia",
+        ),
+        pytest.param(
+            '[gpu-env-runtime]\nruntime = ""\n[nvidia-container-runtime]\nruntimes = ["crun"]\n',
+            ("crun",),
+            id="ours-empty-is-unset",
+        ),
+        pytest.param("[nvidia-container-runtime]\nmode = 'auto'\n", ("runc", "crun"), id="table-no-key"),
     ],
 )
 def test_load_runtimes(text: str | None, expected: tuple[str, ...]) -> None:
-    """The runtimes list is the default unless the file mentions the key; then it is parsed."""
+    """Our ``[gpu-env-runtime] runtime`` when set, else NVIDIA's runtimes list, else the default."""
     assert load_runtimes(text, "config.toml") == expected
+
+
+def test_load_runtimes_relative_is_refused() -> None:
+    """Our key takes an absolute path only: a name would be looked up, and could be NVIDIA's runtime."""
+    with pytest.raises(
+        HookError,
+        match=r"^error getting hook config: failed to load config: c.toml: gpu-env-runtime.runtime must be an absolute path$",
+    ):
+        load_runtimes('[gpu-env-runtime]\nruntime = "runc"\n', "c.toml")
 
 
 # --- hooks -----------------------------------------------------------------------------------------------
@@ -261,35 +284,26 @@ def test_add_prestart_hook_appends_and_copies() -> None:
     assert document == {"hooks": {"prestart": [{"path": "/a"}], "poststop": [{"path": "/b"}]}}
 
 
+CODE = build_code("hook.__main__", "gpu-env-hook", lib="/lib")
+
+
 @pytest.mark.parametrize(
     ("config", "environ", "args", "env"),
     [
-        pytest.param(
-            "/etc/c.toml",
-            {},
-            ["/py", "-I", "-m", "hook", "-config", "/etc/c.toml", "prestart"],
-            [],
-            id="config",
-        ),
-        pytest.param(None, {}, ["/py", "-I", "-m", "hook", "prestart"], [], id="no-config"),
-        pytest.param(
-            None,
-            {"XDG_CONFIG_HOME": "/x"},
-            ["/py", "-I", "-m", "hook", "prestart"],
-            ["XDG_CONFIG_HOME=/x"],
-            id="xdg",
-        ),
+        pytest.param("/etc/c.toml", {}, ["-config", "/etc/c.toml", "prestart"], [], id="config"),
+        pytest.param(None, {}, ["prestart"], [], id="no-config"),
+        pytest.param(None, {"XDG_CONFIG_HOME": "/x"}, ["prestart"], ["XDG_CONFIG_HOME=/x"], id="xdg"),
         pytest.param(
             "/etc/c.toml",
             {"XDG_CONFIG_HOME": "/x"},
-            ["/py", "-I", "-m", "hook", "-config", "/etc/c.toml", "prestart"],
+            ["-config", "/etc/c.toml", "prestart"],
             [],
             id="config-over-xdg",
         ),
         pytest.param(
             "/etc/c.toml",
             {"GPU_ENV_HOOK_ENGINE": "containerd"},
-            ["/py", "-I", "-m", "hook", "-config", "/etc/c.toml", "prestart"],
+            ["-config", "/etc/c.toml", "prestart"],
             ["GPU_ENV_HOOK_ENGINE=containerd"],
             id="engine-passed-on",
         ),
@@ -298,12 +312,25 @@ def test_add_prestart_hook_appends_and_copies() -> None:
 def test_build_hook_entry(
     config: str | None, environ: dict[str, str], args: list[str], env: list[str]
 ) -> None:
-    """Our hook runs isolated Python with a fixed PATH and the config file the shim used."""
-    assert build_hook_entry("/py", config, environ) == {
+    """Our hook starts as the shim did (-I -S -X utf8, the shim's package directory) with a fixed PATH, the
+    engine's name and the config file the shim used."""
+    assert build_hook_entry("/py", config, environ, lib="/lib") == {
         "path": "/py",
-        "args": args,
+        "args": ["/py", "-I", "-S", "-X", "utf8", "-c", CODE, *args],
         "env": [f"PATH={FIXED_PATH}", *env],
     }
+
+
+def test_build_hook_entry_with_site() -> None:
+    """A shim started with site (a development venv) gives the hook site too: its dependencies are there."""
+    entry = build_hook_entry("/py", None, {}, lib="/lib", isolated_site=False)
+    assert entry["args"] == ["/py", "-I", "-X", "utf8", "-c", CODE, "prestart"]
+
+
+def test_our_launch_code_is_a_gpu_hook() -> None:
+    """A hook entry running our launch code counts as ours: the shim adds no second one."""
+    assert is_gpu_hook(build_hook_entry("/py", None, {}, lib="/lib"))
+    assert not is_gpu_hook({"path": "/py", "args": ["/py", "-c", "import hook"]})
 
 
 # --- resolve_spec: the decision --------------------------------------------------------------------------
@@ -408,7 +435,11 @@ def test_resolve_spec(
     assert isinstance(process, dict)
     assert process["env"] == [entry.replace("{file}", str(path)) for entry in (expected_env or env)]
     prestart = (edited.get("hooks") or {}).get("prestart", [])  # type: ignore[attr-defined]
-    injected = {**HOOK, "args": ["/py", "-I", "-m", "hook", f"-env-file-merged={handoff}", "prestart"]}
+    injected = {
+        **HOOK,
+        "args": ["/py", "-I", "-m", "hook", f"-env-file-merged={handoff}", "prestart"],
+        "timeout": DEFAULT_HOOK_TIMEOUT,
+    }
     assert prestart.count(injected) == (handoff is not None)
     assert HOOK not in prestart
     present = [entry for stage in (hooks or {}).values() for entry in stage if entry["path"] == "/py"]
@@ -441,7 +472,7 @@ def test_resolve_spec_pinned_file_passes_unprivileged_gate(
         **HOOK,
         "args": ["/py", "-I", "-m", "hook", "-env-file-merged=pinned:NVIDIA_VISIBLE_DEVICES", "prestart"],
     }
-    assert edited["hooks"] == {"prestart": [handed_off]}
+    assert edited["hooks"] == {"prestart": [{**handed_off, "timeout": DEFAULT_HOOK_TIMEOUT}]}
 
 
 def test_resolve_spec_refused_file(
@@ -556,20 +587,24 @@ def test_shim_create_merges_and_execs(
         "USER_CUSTOM_ENV=hello",
     ]
     config = shim_env["NVIDIA_CTK_CONFIG_FILE_PATH"]
+    code = build_code("hook.__main__", "gpu-env-hook", lib=str(REPO))
     assert run.runtime_spec["hooks"]["prestart"] == [
         {
             "path": sys.executable,
             "args": [
                 sys.executable,
                 "-I",
-                "-m",
-                "hook",
+                "-X",
+                "utf8",
+                "-c",
+                code,
                 "-config",
                 config,
                 "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES,USER_CUSTOM_ENV",
                 "prestart",
             ],
             "env": [f"PATH={FIXED_PATH}"],
+            "timeout": DEFAULT_HOOK_TIMEOUT,
         }
     ]
 
@@ -700,10 +735,10 @@ def test_shim_bad_config(tmp_path: Path) -> None:
 
 LEAN_PROBE = """
 import os, sys
-def fake_execv(path, argv):
+def fake_execve(path, argv, env):
     print(" ".join(sorted(sys.modules)))
     sys.exit(0)
-os.execv = fake_execv
+os.execve = fake_execve
 import hook.shim
 sys.exit(hook.shim.main(sys.argv[1:]))
 """
@@ -753,3 +788,100 @@ def test_shim_lean_imports(
         "hook.envfile",
         "hook.request",
     }
+
+
+# --- the shim never runs itself again ---------------------------------------------------------------------
+
+LOOP_LINE = (
+    "gpu-env-runtime: the runtime {runtime} leads back to this shim; set the real runtime (runc, crun) with "
+    "`install --runtime PATH` or [gpu-env-runtime] runtime\n"
+)
+REENTRY_LINE = (
+    "gpu-env-runtime: refusing to run: the runtime it executed started it again (a loop); set the real "
+    "runtime (runc, crun) with `install --runtime PATH` or [gpu-env-runtime] runtime\n"
+)
+
+
+@pytest.mark.parametrize(
+    "call", [pytest.param("exec ", id="exec-wrapper"), pytest.param("", id="forking-wrapper")]
+)
+def test_shim_refuses_a_runtime_that_is_itself(
+    tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile, make_bundle: MakeBundle, call: str
+) -> None:
+    """A runtime that is a wrapper around the shim (exec'ing it or not) is refused on create before
+    config.json is written, in one line; without the guard the shim would run itself forever."""
+    wrapper = tmp_path / "looping-runtime"
+    wrapper.write_text(f'#!/bin/sh\n{call}{sys.executable} -I -m hook.shim "$@"\n')
+    wrapper.chmod(0o755)
+    env_dir = tmp_path / "nvidia-env"
+    config = make_config(
+        f'[env-file]\ndirectories = ["{env_dir}"]\n[gpu-env-runtime]\nruntime = "{wrapper}"\n'
+    )
+    path = make_env_file("NVIDIA_VISIBLE_DEVICES=0\nUSER_CUSTOM_ENV=hello\n")
+    bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE={path}"])
+    before = (bundle / "config.json").read_bytes()
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "hook.shim", "create", "--bundle", str(bundle), "cid"],
+        capture_output=True,
+        text=True,
+        env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},
+        cwd=tmp_path,
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", LOOP_LINE.format(runtime=wrapper))
+    assert (bundle / "config.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "call", [pytest.param("exec ", id="exec-wrapper"), pytest.param("", id="forking-wrapper")]
+)
+def test_shim_passthrough_loop_stops(tmp_path: Path, make_config: MakeConfig, call: str) -> None:
+    """A command with nothing to write (``state``) through a runtime that leads back to the shim stops at
+    the second pass: one line, exit 1, no endless exec."""
+    wrapper = tmp_path / "looping-runtime"
+    wrapper.write_text(f'#!/bin/sh\n{call}{sys.executable} -I -m hook.shim "$@"\n')
+    wrapper.chmod(0o755)
+    config = make_config(f'[gpu-env-runtime]\nruntime = "{wrapper}"\n')
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "hook.shim", "state", "cid"],
+        capture_output=True,
+        text=True,
+        env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},
+        cwd=tmp_path,
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", REENTRY_LINE)
+
+
+def test_shim_answers_the_probe(tmp_path: Path) -> None:
+    """With the probe variable set the shim only answers (no config read, no runtime run)."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "hook.shim", "--version"],
+        capture_output=True,
+        text=True,
+        env={"GPU_ENV_RUNTIME_PROBE": "t0k", "NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "missing")},
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "gpu-env-runtime probe t0k\n", "")
+
+
+def test_shim_runtime_gets_the_loop_guard(tmp_path: Path, shim_env: dict[str, str]) -> None:
+    """The runtime's environment carries the shim's pid as the loop guard, and nothing else changes."""
+    out = tmp_path / "env-out"
+    runtime = tmp_path / "fake-runtime"
+    runtime.write_text(f'#!/bin/sh\necho "$$ $GPU_ENV_RUNTIME_PID" > {out}\n')
+    runtime.chmod(0o755)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "hook.shim", "state", "cid"],
+        capture_output=True,
+        text=True,
+        env=shim_env,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    pid, guard = out.read_text().split()
+    assert pid == guard

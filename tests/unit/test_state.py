@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
+from conftest import HOOK, MakeBundle, MakeConfig
 
 from hook.errors import StateError
 from hook.state import load_state, parse_state
@@ -80,3 +84,75 @@ def test_load_state_any_size() -> None:
     """A state larger than the old 4 MiB bound is decoded: it carries a large spec's annotations."""
     data = b'{"pid": 1, "bundle": "/b", "annotations": {"x": "' + b"a" * (20 * 1024 * 1024) + b'"}}'
     assert load_state(io.BytesIO(data)).bundle == "/b"
+
+
+class ChunkedStream(io.RawIOBase):
+    """A stream that hands out fixed chunks, one per read, then would block: reading past them fails."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = list(chunks)
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = -1) -> bytes:  # noqa: ARG002 - the size of a pipe read does not matter here
+        """One chunk per call, as a pipe gives what the writer has written so far."""
+        if not self.chunks:
+            raise AssertionError("read past the first JSON value: a runtime keeping stdin open would hang it")
+        return self.chunks.pop(0)
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        pytest.param([b'{"pid": 9, "bundle": "/b"}'], id="one-write"),
+        pytest.param([b'{"pid": 9, ', b'"bundle": "/b"}'], id="split-between-keys"),
+        pytest.param([b'{"pid": 9, "bun', b'dle": "/b"}  '], id="split-in-a-string"),
+        pytest.param([b'{"pid": 9, "bundle": "/\xc3', b'\xa9"}'], id="split-in-a-character"),
+        pytest.param(
+            [b'{"pid": 9, "annotations": {"a": "}"}', b', "bundle": "/b"}'], id="closed-inner-object"
+        ),
+        pytest.param([b'{"pid": 9, "bundle": "/b", "x": "}', b'"}'], id="bracket-in-a-string"),
+        pytest.param([b'{"pid": 9, "bundle": "/b", "x": tr', b"ue}"], id="split-in-a-literal"),
+        pytest.param([b'{"pid": 9, "bundle": "/b"}\n{"second": 1}'], id="a-second-value"),
+    ],
+)
+def test_load_state_stops_after_the_first_value(chunks: list[bytes]) -> None:
+    """The first JSON value is decoded as soon as it is whole; stdin is not read to its end (upstream's
+    json.Decoder does the same)."""
+    state = load_state(ChunkedStream(chunks))  # type: ignore[arg-type]
+    assert state.pid == 9
+    assert state.bundle.startswith("/")
+
+
+def test_load_state_invalid_fails_without_waiting() -> None:
+    """A value broken well before the end of what was written fails at once, without waiting for more."""
+    with pytest.raises(
+        StateError, match=r"^could not decode container state: Expecting value at line 1 column 9$"
+    ):
+        load_state(ChunkedStream([b'{"pid": x, "bundle": "/some/long/bundle/path"}']))  # type: ignore[arg-type]
+
+
+def test_hook_does_not_wait_for_stdin_to_close(
+    make_bundle: MakeBundle, make_config: MakeConfig, record_path: Path
+) -> None:
+    """The hook process, given its state by a writer that keeps stdin open (as a runtime may), decodes it
+    and finishes: here a GPU container, so it reaches the (stand-in) cli."""
+    bundle = make_bundle(["NVIDIA_VISIBLE_DEVICES=0"])
+    with subprocess.Popen(
+        [*HOOK, "-config", str(make_config()), "prestart"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=bundle,
+        env={"PATH": "/usr/bin:/bin"},
+    ) as proc:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps({"pid": 4242, "bundle": str(bundle)}).encode())
+            proc.stdin.flush()
+            status = proc.wait(timeout=20)
+        finally:
+            proc.kill()
+    assert status == 0
+    assert json.loads(record_path.read_text())["argv"][-2:] == ["--pid=4242", str(bundle / "rootfs")]

@@ -1,0 +1,74 @@
+"""How the engines start our Python: the interpreter's flags and the few lines that find the package.
+
+Every start of the hook or the shim, whoever writes it (the wrappers ``install`` writes, the oci-hooks.d
+JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -X utf8 -c <code> ARGS``:
+
+* ``-I``: no ``PYTHON*`` variable, no user site-packages, and neither the script's directory nor the
+  working directory (runc runs hooks in the bundle) on ``sys.path``;
+* ``-S``: no ``site``: no site-packages, no ``.pth`` files (setuptools' ``_distutils_hack``), about 2 ms
+  less per start; the one directory the package lives in is put on ``sys.path`` by the code instead;
+* ``-X utf8``: file names are UTF-8 bytes to the kernel under any locale (``C``, ``POSIX``, an ISO-8859
+  one, none), as in config.json, whose paths are UTF-8 JSON text.
+
+The code puts the package's directory first on ``sys.path`` and calls the entry's ``main``. For an
+installed tree (``/opt/gpu-env-hook``) the directory is read through the ``current`` symlink once, at
+start, so that one process runs one version even if ``install`` switches ``current`` meanwhile. A failure
+to load the package is one line on stderr and exit status 1, never a traceback.
+
+Only the standard library's builtins are used here: the shim imports this module on the create path.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+PYTHON_FLAGS = ("-I", "-S", "-X", "utf8")
+# The first line of every launch code: how the shim recognises a hook entry that already is ours.
+CODE_MARK = "# gpu-env-hook launch"
+CURRENT = "current"
+LIB = "lib"
+
+
+def build_code(
+    entry: str, prog: str, *, lib: str | None = None, tree: str | None = None, call: str = ""
+) -> str:
+    """Return the ``-c`` code that runs ``entry``'s ``main(call)`` with the package found in ``lib`` (a
+    fixed directory) or in ``<tree>/<target of tree/current>/lib`` (resolved once, at start).
+
+    ``prog`` names the program in the one line printed when the package cannot be loaded.
+    """
+    if (lib is None) == (tree is None):
+        raise ValueError("give exactly one of lib and tree")
+    if tree is not None:
+        where = f"{tree}/{CURRENT}"
+        find = f"os.path.join({tree!r}, os.readlink({where!r}), {LIB!r})"
+    else:
+        assert lib is not None  # noqa: S101 - checked above
+        where = lib
+        find = repr(lib)
+    return (
+        f"{CODE_MARK}\n"
+        "import sys\n"
+        "try:\n"
+        "    import os\n"
+        f"    sys.path[:0] = [{find}]\n"
+        f"    from {entry} import main\n"
+        "except Exception as err:\n"
+        f"    sys.stderr.write({prog + ': cannot load gpu-env-hook from ' + where + ': '!r} "
+        '+ " ".join(str(err).split()) + "\\n")\n'
+        "    raise SystemExit(1)\n"
+        f"raise SystemExit(main({call}))\n"
+    )
+
+
+def build_argv(python: str, code: str) -> list[str]:
+    """Return the interpreter's argv up to the program's own arguments."""
+    return [python, *PYTHON_FLAGS, "-c", code]
+
+
+def is_launch_code(args: list[object]) -> bool:
+    """Tell whether an argv runs launch code built here (``-c`` followed by code with our mark)."""
+    for flag, code in pairwise(args):
+        if flag == "-c" and isinstance(code, str) and code.startswith(CODE_MARK):
+            return True
+    return False
