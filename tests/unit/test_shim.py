@@ -803,10 +803,22 @@ REENTRY_LINE = (
 
 
 @pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param('[gpu-env-runtime]\nruntime = "{}"\n', id="our-key"),
+        pytest.param('[nvidia-container-runtime]\nruntimes = ["{}"]\n', id="nvidia-key"),
+    ],
+)
+@pytest.mark.parametrize(
     "call", [pytest.param("exec ", id="exec-wrapper"), pytest.param("", id="forking-wrapper")]
 )
 def test_shim_refuses_a_runtime_that_is_itself(
-    tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile, make_bundle: MakeBundle, call: str
+    tmp_path: Path,
+    make_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    make_bundle: MakeBundle,
+    call: str,
+    key: str,
 ) -> None:
     """A runtime that is a wrapper around the shim (exec'ing it or not) is refused on create before
     config.json is written, in one line; without the guard the shim would run itself forever."""
