@@ -208,7 +208,7 @@ PINNED = {
     | SETTINGS
     | DEVICES
     | DOTENV_PARSER
-    | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff"},
+    | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff", "hook.launch"},
     # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
     "handed-off": ENTRY
     | OS
