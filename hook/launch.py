@@ -20,8 +20,6 @@ Only the standard library's builtins are used here: the shim imports this module
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 PYTHON_FLAGS = ("-I", "-S", "-X", "utf8")
 # The first line of every launch code: how the shim recognises a hook entry that already is ours.
 CODE_MARK = "# gpu-env-hook launch"
@@ -68,7 +66,8 @@ def build_argv(python: str, code: str) -> list[str]:
 
 def is_launch_code(args: list[object]) -> bool:
     """Tell whether an argv runs launch code built here (``-c`` followed by code with our mark)."""
-    for flag, code in pairwise(args):
-        if flag == "-c" and isinstance(code, str) and code.startswith(CODE_MARK):
+    for index in range(1, len(args)):
+        code = args[index]
+        if args[index - 1] == "-c" and isinstance(code, str) and code.startswith(CODE_MARK):
             return True
     return False
