@@ -269,7 +269,7 @@ def _check_rules(settings: Settings, where: str) -> None:
         raise ConfigError(
             f"{_PREFIX}{where}: gpu-env-hook.timeout must be between 1 and {MAX_HOOK_TIMEOUT} (seconds)"
         )
-    if settings.runtime and not os.path.isabs(settings.runtime):
+    if settings.runtime and not settings.runtime.startswith("/"):
         raise ConfigError(f"{_PREFIX}{where}: gpu-env-runtime.runtime must be an absolute path")
 
 

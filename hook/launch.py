@@ -15,7 +15,8 @@ installed tree (``/opt/gpu-env-hook``) the directory is read through the ``curre
 start, so that one process runs one version even if ``install`` switches ``current`` meanwhile. A failure
 to load the package is one line on stderr and exit status 1, never a traceback.
 
-Only the standard library's builtins are used here: the shim imports this module on the create path.
+The code uses only builtin modules (``sys``, ``posix``: ``os`` is not loaded by ``python -I -S`` and the
+hot path does without it). This module imports nothing: the shim imports it on the create path.
 """
 
 from __future__ import annotations
@@ -39,24 +40,37 @@ def build_code(
         raise ValueError("give exactly one of lib and tree")
     if tree is not None:
         where = f"{tree}/{CURRENT}"
-        find = f"os.path.join({tree!r}, os.readlink({where!r}), {LIB!r})"
+        find = (
+            f"    target = posix.readlink({literal(where)})\n"
+            f'    sys.path[:0] = [(target if target.startswith("/") else {literal(tree + "/")} + target)'
+            f" + {literal('/' + LIB)}]\n"
+        )
     else:
         assert lib is not None  # noqa: S101 - checked above
         where = lib
-        find = repr(lib)
+        find = f"    sys.path[:0] = [{literal(lib)}]\n"
     return (
         f"{CODE_MARK}\n"
         "import sys\n"
         "try:\n"
-        "    import os\n"
-        f"    sys.path[:0] = [{find}]\n"
+        "    import posix\n"
+        f"{find}"
         f"    from {entry} import main\n"
         "except Exception as err:\n"
-        f"    sys.stderr.write({prog + ': cannot load gpu-env-hook from ' + where + ': '!r} "
+        f"    sys.stderr.write({literal(prog + ': cannot load gpu-env-hook from ' + where + ': ')} "
         '+ " ".join(str(err).split()) + "\\n")\n'
         "    raise SystemExit(1)\n"
         f"raise SystemExit(main({call}))\n"
     )
+
+
+def literal(value: str) -> str:
+    """Write ``value`` as a Python string literal, in double quotes when it can be (so that the code
+    needs no escaping inside a shell's single quotes)."""
+    literal = repr(value)
+    if literal.startswith("'") and '"' not in value:
+        return '"' + literal[1:-1] + '"'
+    return literal
 
 
 def build_argv(python: str, code: str) -> list[str]:
