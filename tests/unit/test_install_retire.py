@@ -261,3 +261,18 @@ def test_uninstall_dry_run_says_it_would_keep_the_wrapper(node: Path, proc: Fake
     lines = write_uninstall("crio", str(node), proc=str(proc.root), dry_run=True)
     assert any(line.startswith(f"would keep {node}{WRAPPER} as a passthrough") for line in lines), lines
     assert snapshot(node) == before
+
+
+def test_uninstall_needs_an_engine_or_purge(tmp_path: Path) -> None:
+    """`uninstall` alone is refused in one line; `uninstall --purge` alone says when nothing is retired."""
+    run = [PYTHON, "-I", "-m", "hook", "uninstall", "--root", str(tmp_path)]
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        "gpu-env-hook: uninstall: give --engine, or --purge to remove only what earlier uninstalls kept\n"
+    )
+    proc = subprocess.run([*run, "--purge"], capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert (
+        proc.stdout == f"nothing retired under {tmp_path} (no {tmp_path}/var/lib/gpu-env-hook/retired.json)\n"
+    )
