@@ -21,6 +21,7 @@ from test_shim_runc import RUNC
 pytestmark = pytest.mark.integration
 
 CONTAINERS = 40
+PODMAN_CONTAINERS = 15
 VERSIONS = {"one": "0", "two": "1"}  # the version's name -> its NVIDIA_VISIBLE_DEVICES
 _WRITER = """
 import os, sys
@@ -107,3 +108,31 @@ def test_process_env_and_devices_come_from_one_version(tmp_path: Path, racing_wr
         f"{len(mismatched)} of {CONTAINERS} containers mixed two versions: {mismatched[:5]}"
     )
     assert {version for version, _ in seen} == set(VERSIONS)  # both versions were really met
+
+
+def test_podman_precreate_one_version(tmp_path: Path, racing_writer: Path) -> None:
+    """podman with the precreate and prestart hooks from oci-hooks.d: precreate merges the file and hands its
+    decision to our prestart hook, so the container and its GPU come from one version here too."""
+    from podman import import_busybox_image, podman
+    from test_podman import IMAGE, Setup
+
+    import_busybox_image(IMAGE)
+    setup = Setup(tmp_path)
+    setup.config = write_config(
+        tmp_path / "config.toml", record=setup.record, env_dirs=[racing_writer.parent]
+    )
+    setup.write_hook("gpu-env-hook-precreate.json", "precreate")
+    setup.write_hook("gpu-env-hook.json", "prestart")
+    seen: list[tuple[str, str]] = []
+    for _ in range(PODMAN_CONTAINERS):
+        setup.record.unlink(missing_ok=True)
+        proc = podman(
+            "run", "--rm", "--name", unique_id("race-podman"), "--hooks-dir", str(setup.hooks_dir),
+            "-e", f"NVIDIA_ENV_FROM_FILE={racing_writer}", IMAGE, "sh", "-c", "echo $VERSION",
+        )  # fmt: skip
+        cli = load_record(setup.record)
+        assert cli is not None, proc.stderr
+        devices = [arg.removeprefix("--device=") for arg in cli["argv"] if arg.startswith("--device=")]
+        seen.append((proc.stdout.strip(), ",".join(devices)))
+    mismatched = [pair for pair in seen if VERSIONS.get(pair[0]) != pair[1]]
+    assert mismatched == [], f"{len(mismatched)} of {PODMAN_CONTAINERS} mixed two versions: {mismatched[:5]}"
