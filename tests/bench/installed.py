@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hook.paths import HOOK_JSON_NAME, OCI_HOOKS_DIRS, RUNTIME_WRAPPER
+
 NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
 # Node directories install may write below, that a scratch root can stand in for inside the namespace.
 BINDABLE = ("opt",)
@@ -113,7 +115,7 @@ def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = No
         argv += ["--runtime", runtime]
     subprocess.run(argv, check=True, capture_output=True)
     bind_node_dirs(root)
-    hooks_json = next((root / "usr/share/containers/oci/hooks.d").glob("gpu-env-hook.json"))
+    hooks_json = root / OCI_HOOKS_DIRS[0].lstrip("/") / HOOK_JSON_NAME
     entry = json.loads(hooks_json.read_text())["hook"]
     args = list(entry.get("args") or [entry["path"]])
     if args[-1] == "prestart":
@@ -126,6 +128,6 @@ def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = No
         hook_argv=[hook_path, *args[1:]] if args else [hook_path],
         hook_path=hook_path,
         hook_env=env,
-        runtime_wrapper=under(root, "/usr/local/libexec/gpu-env-hook/gpu-env-runtime"),
+        runtime_wrapper=under(root, RUNTIME_WRAPPER),
         config=config,
     )
