@@ -56,6 +56,26 @@ def show(text: str) -> None:
     print(textwrap.indent(text.rstrip("\n"), "   | ", predicate=lambda _line: True))
 
 
+def shorten(value: object) -> object:
+    """Shorten the temporary paths in every string of a JSON value."""
+    if isinstance(value, str):
+        for long, short in SHORTEN.items():
+            value = value.replace(long, short)
+        return value
+    if isinstance(value, list):
+        return [shorten(item) for item in value]
+    if isinstance(value, dict):
+        return {key: shorten(item) for key, item in value.items()}
+    return value
+
+
+def resolve_view(document: dict[str, object]) -> str:
+    """resolve's human view of its JSON document, rendered after the paths are shortened (so it aligns)."""
+    from hook.cli import format_resolve_document
+
+    return format_resolve_document(shorten(document))  # type: ignore[arg-type]
+
+
 def command(line: str) -> None:
     """Print a command line as typed, temporary paths shortened."""
     for long, short in SHORTEN.items():
@@ -220,8 +240,9 @@ def demo(work: Path) -> int:
     spec_path = write_bundle(work / "bundle", env_file=env_file)
     show("process.env:\n" + "\n".join(f"  {e}" for e in json.loads(spec_path.read_text())["process"]["env"]))
 
-    step(6, "resolve: what the hook will do (reads, writes nothing)")
-    show(gpu_env_hook("resolve", "--bundle", str(spec_path.parent), config=config))
+    step(6, "resolve: what the hook will do (reads, writes nothing; its JSON shown as the human view)")
+    document = json.loads(gpu_env_hook("resolve", "--bundle", str(spec_path.parent), "--json", config=config))
+    show(resolve_view(document))
 
     step(7, "runc run through the runtime shim (what containerd runs for runtime handler gpu-env)")
     result = run_through_shim(runtime, spec_path.parent, work / "runc-state", config)
