@@ -1,0 +1,192 @@
+// Command go-env-file-writer is a minimal, standard-library-only writer of gpu-env-hook env files, for
+// device plugins written in Go. It follows docs/env-file.md, "The format, as a specification":
+//
+//	go run main.go -dir /run/nvidia-env -pod-uid UID [-container NAME] DEVICE_ID... -- KEY=VALUE...
+//
+// It prints the file's path (the same for any order of the device ids), then writes the file atomically:
+// a temporary file in the same directory, mode 0644, fsync, rename over the final name, fsync of the
+// directory. Run it as root: the hook accepts only root-owned files.
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// keyPattern is the only key shape the hook accepts.
+var keyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// EnvFileName returns "<16 hex digits>.env" for a set of device ids: sha256 of the sorted, distinct ids
+// joined by "\n", first 16 hex digits.
+func EnvFileName(deviceIDs []string) (string, error) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, id := range deviceIDs {
+		if id == "" || strings.ContainsAny(id, "\n\x00") {
+			return "", fmt.Errorf("device id %q: must be non-empty, without newline or NUL", id)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return "", errors.New("no device id")
+	}
+	sort.Strings(ids) // byte order, as Python's sorted() on str for these ids
+	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+	return hex.EncodeToString(sum[:])[:16] + ".env", nil
+}
+
+// Quote renders a value in double quotes with the escapes the hook's reader decodes.
+func Quote(value string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range value {
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Render returns the file's text: the pin keys first, then the variables in the order given.
+func Render(podUID, container string, keys []string, values map[string]string) (string, error) {
+	var b strings.Builder
+	b.WriteString("# Written by go-env-file-writer; read by the gpu-env-hook prestart hook.\n")
+	if podUID != "" {
+		b.WriteString("GPU_ENV_HOOK_POD_UID=" + Quote(podUID) + "\n")
+	}
+	if container != "" {
+		if podUID == "" {
+			return "", errors.New("a container pin needs a pod pin")
+		}
+		b.WriteString("GPU_ENV_HOOK_CONTAINER_NAME=" + Quote(container) + "\n")
+	}
+	for _, key := range keys {
+		value := values[key]
+		if !keyPattern.MatchString(key) || strings.HasPrefix(key, "GPU_ENV_HOOK_") {
+			return "", fmt.Errorf("key %q is not accepted", key)
+		}
+		if strings.ContainsRune(value, 0) || !isUTF8(value) {
+			return "", fmt.Errorf("value of %s: NUL or invalid UTF-8", key)
+		}
+		b.WriteString(key + "=" + Quote(value) + "\n")
+	}
+	if b.Len() > 65536 {
+		return "", errors.New("larger than the default max-bytes (65536)")
+	}
+	return b.String(), nil
+}
+
+func isUTF8(s string) bool {
+	return strings.ToValidUTF8(s, "\uFFFD") == s
+}
+
+// WriteAtomically writes text at path: temp file in the same directory, 0644, fsync, rename, fsync dir.
+func WriteAtomically(path, text string) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err = tmp.WriteString(text); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func main() {
+	dir := flag.String("dir", "/run/nvidia-env", "the node's [env-file] directory")
+	podUID := flag.String("pod-uid", "", "pin the file to this pod UID")
+	container := flag.String("container", "", "pin the file to this container name too")
+	flag.Parse()
+	var ids, assignments []string
+	rest := flag.Args()
+	for i, arg := range rest {
+		if arg == "--" {
+			ids, assignments = rest[:i], rest[i+1:]
+			break
+		}
+	}
+	keys := []string{}
+	values := map[string]string{}
+	for _, assignment := range assignments {
+		key, value, ok := strings.Cut(assignment, "=")
+		if !ok {
+			fail(fmt.Errorf("%q is not KEY=VALUE", assignment))
+		}
+		if _, dup := values[key]; dup {
+			fail(fmt.Errorf("%s is given twice", key))
+		}
+		keys = append(keys, key)
+		values[key] = value
+	}
+	name, err := EnvFileName(ids)
+	if err != nil {
+		fail(err)
+	}
+	text, err := Render(*podUID, *container, keys, values)
+	if err != nil {
+		fail(err)
+	}
+	path := filepath.Join(*dir, name)
+	if err := WriteAtomically(path, text); err != nil {
+		fail(err)
+	}
+	fmt.Println(path)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "go-env-file-writer:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,69 @@
+"""The Go writer example of docs/env-file.md, run with ``go run``, writes files our reader reads exactly.
+
+Device-plugin authors mostly write Go; the specification in docs/env-file.md comes with a standard-library-only
+writer (docs/examples/go-env-file-writer/main.go). This test runs it and feeds its output to the hook's own
+checks: the path is ours for the same device ids, every value comes back byte for byte, the pin is read.
+CI installs golang-go (.ci/run); without Go the test is skipped and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, env_settings
+
+from hook.producer import check_env_file, env_file_path
+
+WRITER = REPO / "docs" / "examples" / "go-env-file-writer" / "main.go"
+VALUES = {
+    "NVIDIA_VISIBLE_DEVICES": "0,1",
+    "QUOTES": "a \"double\" and 'single'",
+    "BACKSLASHES": "\\ \\\\ \\n \\a \\x \\'",
+    "CONTROL": "line1\nline2\rtab\tvt\vff\f",
+    "NOT_EXPANDED": "${HOME} $PATH `id` $(id)",
+    "HASHES": "value # not a comment #",
+    "SPACES": "  leading and trailing  ",
+    "EQUALS": "a=b=c",
+    "EMPTY": "",
+    "UNICODE": "GPU ✓ \u2013 ñ 中文 \u2028 \U0001f600",
+}
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("go") is None or os.geteuid() != 0,
+    reason="needs Go (apt-get install golang-go, as .ci/run does) and root (the hook reads root-owned files)",
+)
+
+
+def test_go_writer_output_reads_back_exactly(tmp_path: Path) -> None:
+    """go run main.go ... -- KEY=VALUE...: our path, our checks pass, every value exact, the pod pin read."""
+    directory = tmp_path / "nvidia-env"
+    directory.mkdir(mode=0o755)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "GOCACHE": str(tmp_path / "gocache"),
+        "GOPATH": str(tmp_path / "gopath"),
+        "GOFLAGS": "-mod=mod",
+        "GOPROXY": "off",  # standard library only: nothing to download
+        "CGO_ENABLED": "0",
+    }
+    assignments = [f"{key}={value}" for key, value in VALUES.items()]
+    proc = subprocess.run(
+        ["go", "run", str(WRITER), "-dir", str(directory), "-pod-uid", "pod-1", "-container", "main",
+         "fake2", "fake0", "fake1", "fake0", "--", *assignments],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    path = proc.stdout.strip()
+    assert path == env_file_path(["fake0", "fake1", "fake2"], str(directory))
+    settings = env_settings(directory, pod_binding_engine="containerd")
+    report = check_env_file(path, settings, pod_uid="pod-1", container="main")
+    assert report.ok, [(step.name, step.detail) for step in report.steps]
+    assert report.values == VALUES
+    assert (report.pinned_pod_uid, report.pinned_container) == ("pod-1", "main")
+    assert Path(path).stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in directory.iterdir()] == [Path(path).name]  # no temp file left behind
