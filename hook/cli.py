@@ -581,7 +581,7 @@ def _validate_app() -> typer.Typer:
     @app.command("hooks-json")
     @guarded
     def hooks_json(path: Annotated[str, typer.Argument(metavar="FILE")]) -> None:
-        """An oci-hooks.d file, judged exactly as podman 4.3.1 and CRI-O read it."""
+        """An oci-hooks.d file, judged exactly as podman 4.3.1 reads it (CRI-O shares the code)."""
         from hook.hooksjson import check_hooks_file
 
         report = check_hooks_file(path)
