@@ -406,8 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         env_dir.mkdir(mode=0o755)
         installed = scratch_install(workdir, config_text(cli="/bin/true", env_dir=env_dir))
         floor = floor_command(installed.python)
-        print(f"hook:     {' '.join(installed.hook_command('prestart'))}   (the oci-hooks.d entry install wrote;"
-              " cwd = bundle, state on stdin)")  # fmt: skip
+        shown = " ".join("<code>" if "\n" in arg else arg for arg in installed.hook_command("prestart"))
+        print(f"hook:     {shown}   (the oci-hooks.d entry install wrote; cwd = bundle, state on stdin)")
         print(f"floor:    {' '.join(floor.argv)}")
         print(f"runs: {args.runs} of each, alternating, after {args.warmup} warm-up pairs; cli = /bin/true;"
               " judged: median of per-pair ratios\n")  # fmt: skip
