@@ -13,8 +13,7 @@ names are the ones the unprivileged check trusts, exactly as when the hook reads
 
 from __future__ import annotations
 
-import os
-
+from hook import paths
 from hook.errors import EnvFileError
 
 TYPE_CHECKING = False
@@ -112,7 +111,7 @@ def is_our_hook(entry: object) -> bool:
     if not isinstance(entry, dict):
         return False
     path = entry.get("path")
-    if isinstance(path, str) and os.path.basename(path) == "gpu-env-hook":
+    if isinstance(path, str) and paths.basename(path) == "gpu-env-hook":
         return True
     args = entry.get("args")
     if not isinstance(args, list):

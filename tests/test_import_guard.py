@@ -195,7 +195,6 @@ PINNED = {
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
     "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER,
     "precreate": ENTRY
-    | OS
     | SPEC
     | STAGE
     | SETTINGS
@@ -211,14 +210,13 @@ PINNED = {
     | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff", "hook.launch"},
     # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
     "handed-off": ENTRY
-    | OS
     | SPEC
     | STAGE
     | SETTINGS
     | DEVICES
     | REQUEST
     | EXEC_CLI
-    | {"hook.handoff", "hook.envfile", "hook.beneath"},
+    | {"hook.handoff", "hook.envfile", "hook.beneath", "_stat"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | {"hook.shim", "hook.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256"},
