@@ -186,7 +186,15 @@ def _config_rules(document: dict[str, Any]) -> list[Problem]:
     try:
         build_settings(_fill(default_settings(suse=False), document), source=None)
     except ConfigError as err:
-        return [Problem("$", str(err).rpartition("<config>: ")[2])]
+        message = str(err).rpartition("<config>: ")[2]
+        key, _, rest = message.partition(" ")
+        parts = key.split(".")
+        table: Any = default_settings(suse=False)
+        for part in parts:
+            table = table.get(part) if isinstance(table, dict) else None
+        if table is None or not rest:  # the message does not start with a key: the rule is the document's
+            return [Problem("$", message)]
+        return [Problem(json_path(parts), rest)]
     return []
 
 

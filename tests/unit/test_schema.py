@@ -198,13 +198,24 @@ def test_unknown_when_condition_and_capability_set_are_reported() -> None:
 
 
 def test_config_toml_cross_key_rule_is_reported() -> None:
-    """parse_config's ldconfig rule is applied once the types are right."""
+    """parse_config's ldconfig rule is applied once the types are right, and reported at the key it names."""
     document = {"nvidia-container-cli": {"ldconfig": "/sbin/ldconfig"}}
     assert validate_document(document, "config-toml") == [
         Problem(
-            "$",
-            'nvidia-container-cli.ldconfig value "/sbin/ldconfig" is not host-relative (does not start '
-            "with a '@')",
+            "$.nvidia-container-cli.ldconfig",
+            "value \"/sbin/ldconfig\" is not host-relative (does not start with a '@')",
+        )
+    ]
+
+
+def test_config_toml_value_rule_at_its_key() -> None:
+    """A value rule of parse_config (capabilities) is reported at the key, naming what is allowed."""
+    document = {"supported-driver-capabilities": "compute,bogus"}
+    assert validate_document(document, "config-toml") == [
+        Problem(
+            "$.supported-driver-capabilities",
+            "must list only compat32, compute, display, graphics, ngx, utility, video or be 'all', got unknown "
+            "'bogus'",
         )
     ]
 
