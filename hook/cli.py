@@ -68,6 +68,11 @@ KEY_HELP = {
     "env-file.require-pod-binding": "refuse files without GPU_ENV_HOOK_POD_UID",
     "env-file.pod-binding-engine": "whose annotations name the pod: containerd, crio, podman, docker or none "
     "(empty: GPU_ENV_HOOK_ENGINE, which install --engine sets for the hook)",
+    "gpu-env": "how the runtime shim and podman's precreate stage hand devices over (gpu-env-hook only)",
+    "gpu-env.device-mode": "'legacy' adds NVIDIA's hook; 'cdi' applies the devices' CDI edits instead",
+    "gpu-env.cdi": "CDI mode: where specs are and what plain ids mean",
+    "gpu-env.cdi.default-kind": "the CDI kind (vendor/class) plain ids and UUIDs name devices of",
+    "gpu-env.cdi.spec-dirs": "CDI spec directories; a device in a later one overrides an earlier one",
 }
 
 

@@ -25,6 +25,9 @@ MAX_ENV_FILE_BYTES = 16 * 1024 * 1024
 # before the kubelet gives up on the call.
 DEFAULT_HOOK_TIMEOUT = 60
 MAX_HOOK_TIMEOUT = 3600
+# ``[gpu-env] device-mode``: how the shim and precreate stage hand devices over (legacy: NVIDIA's hook).
+DEVICE_MODES = ("legacy", "cdi")
+DEFAULT_CDI_KIND = "nvidia.com/gpu"
 _PREFIX = CONFIG_ERROR_PREFIX
 
 
@@ -71,6 +74,10 @@ def default_settings(*, suse: bool = False) -> dict[str, Any]:
             # Empty: the engine in the hook's own GPU_ENV_HOOK_ENGINE (install --engine sets it), or none.
             "pod-binding-engine": "",
         },
+        "gpu-env": {
+            "device-mode": "legacy",
+            "cdi": {"default-kind": DEFAULT_CDI_KIND, "spec-dirs": ["/etc/cdi", "/var/run/cdi"]},
+        },
     }
 
 
@@ -100,6 +107,13 @@ class EnvFileSettings(Record):
     pod_binding_engine: str  # the engine in effect: the key's value, else GPU_ENV_HOOK_ENGINE, else "none"
 
 
+class CdiSettings(Record):
+    """The ``[gpu-env.cdi]`` table (ours): the kind plain ids map to, and where CDI specs are read."""
+
+    default_kind: str
+    spec_dirs: tuple[str, ...]
+
+
 class Settings(Record):
     """The whole validated configuration the hook acts on."""
 
@@ -121,6 +135,8 @@ class Settings(Record):
     env_file: EnvFileSettings
     hook_timeout: int
     runtime: str
+    device_mode: str
+    cdi: CdiSettings
 
 
 def parse_config(
@@ -199,6 +215,11 @@ def build_settings(merged: dict[str, Any], *, source: str | None, engine: str | 
         ),
         hook_timeout=merged["gpu-env-hook"]["timeout"],
         runtime=merged["gpu-env-runtime"]["runtime"],
+        device_mode=merged["gpu-env"]["device-mode"],
+        cdi=CdiSettings(
+            default_kind=merged["gpu-env"]["cdi"]["default-kind"],
+            spec_dirs=tuple(merged["gpu-env"]["cdi"]["spec-dirs"]),
+        ),
     )
     _check_rules(settings, where)
     return settings
@@ -271,6 +292,30 @@ def _check_rules(settings: Settings, where: str) -> None:
         )
     if settings.runtime and not settings.runtime.startswith("/"):
         raise ConfigError(f"{_PREFIX}{where}: gpu-env-runtime.runtime must be an absolute path")
+    _check_cdi_rules(settings, where)
+
+
+def _check_cdi_rules(settings: Settings, where: str) -> None:
+    """``[gpu-env]``: a known device mode, a ``vendor/class`` default kind, absolute spec directories."""
+    if settings.device_mode not in DEVICE_MODES:
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env.device-mode must be 'legacy' or 'cdi'")
+    if settings.cdi.default_kind != DEFAULT_CDI_KIND:  # the default is valid: no import for it
+        _check_cdi_kind(settings.cdi.default_kind, where)
+    for directory in settings.cdi.spec_dirs:
+        if not os.path.isabs(directory):
+            raise ConfigError(
+                f"{_PREFIX}{where}: gpu-env.cdi.spec-dirs must hold absolute paths, got {directory!r}"
+            )
+
+
+def _check_cdi_kind(kind: str, where: str) -> None:
+    """``gpu-env.cdi.default-kind`` must be ``vendor/class`` as CDI names them."""
+    from hook.cdi.names import class_error, parse_qualifier, vendor_error
+
+    vendor, klass = parse_qualifier(kind)
+    problem = vendor_error(vendor) or class_error(klass)
+    if problem is not None:
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env.cdi.default-kind must be vendor/class: {problem}")
 
 
 def is_env_name(name: str) -> bool:

@@ -162,3 +162,11 @@ def decode_error_reason(err: Exception) -> str:
 
 class CdiError(HookError):
     """A CDI spec file is invalid, or a CDI device cannot be resolved or injected."""
+
+
+class CdiUnresolvableError(CdiError):
+    """Requested CDI devices that no spec defines (``names`` lists them)."""
+
+    def __init__(self, message: str, *, names: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.names = names

@@ -10,6 +10,13 @@ DIRECT_INVOCATION_MESSAGE = (
     "supported. Please use the NVIDIA Container Runtime (e.g. specify the --runtime=nvidia flag) instead"
 )
 
+# With our ``[gpu-env] device-mode = "cdi"``, devices are CDI edits applied before the runtime starts, and
+# NVIDIA_VISIBLE_DEVICES is ``void`` afterwards: a request that still reaches the hook was never injected.
+CDI_MODE_MESSAGE = (
+    'device-mode is "cdi", but the container reached the prestart hook still asking for GPUs: CDI devices '
+    "are injected before the container is created, by the gpu-env-runtime shim or podman's precreate hook"
+)
+
 
 def _all_cdi_names(devices: list[str]) -> bool:
     """Tell whether every device is a fully qualified CDI name (``vendor/class=name``)."""
@@ -30,8 +37,13 @@ def resolve_mode(configured: str, devices: list[str], *, platform: str | None = 
     return mode, f"Auto-detected mode as '{mode}'"
 
 
-def check_mode(configured: str, devices: list[str], *, skip: bool) -> None:
-    """Refuse unless the resolved mode is ``legacy``; log the mode line on success, as upstream does."""
+def check_mode(configured: str, devices: list[str], *, skip: bool, device_mode: str = "legacy") -> None:
+    """Refuse unless the resolved mode is ``legacy``; log the mode line on success, as upstream does.
+
+    In our CDI device mode the hook never hands devices over (see ``CDI_MODE_MESSAGE``).
+    """
+    if device_mode == "cdi":
+        raise RequestError(CDI_MODE_MESSAGE)
     if skip:
         return
     mode, line = resolve_mode(configured, devices)

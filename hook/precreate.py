@@ -18,7 +18,7 @@ from hook.bundle import (
     set_process_env,
     spec_annotations,
 )
-from hook.configfile import find_config_path, load_config_text
+from hook.configfile import config_mentions, find_config_path, load_config_text
 from hook.envvars import GPU_ENV_HOOK_ENGINE
 from hook.errors import os_error
 from hook.specenv import merge_spec_env, spec_may_matter
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 def resolve_precreate(
     raw: bytes, config_text: str | None, *, source: str | None, engine: str | None = None
 ) -> bytes:
-    """Return the config to give podman: ``raw`` itself unless the env file changes ``process.env``."""
-    if not spec_may_matter(raw, config_text, gpu=False):
+    """Return the config to give podman: ``raw`` itself unless the env file changes ``process.env`` or, in
+    CDI mode (``[gpu-env] device-mode = "cdi"``), the requested devices' CDI edits change it."""
+    if not spec_may_matter(raw, config_text, gpu=config_mentions(config_text, ("device-mode",))):
         return raw
     document = parse_spec(raw)
     check_spec(document)
@@ -49,6 +50,10 @@ def resolve_precreate(
         if env_file is None or entries == process_env(document)
         else set_process_env(document, entries)
     )
+    if settings.device_mode == "cdi":  # the devices' CDI edits, before the runtime reads the spec
+        from hook.cdi.inject import resolve_cdi_spec
+
+        edited = resolve_cdi_spec(edited, settings, env_file) or edited
     # podman has already put the oci-hooks.d prestart hooks in the spec: tell ours what was merged, so that
     # it never reads the env file a second time (a rewrite in between would mix two versions).
     from hook.handoff import build_handoff, hand_off_to_our_hooks, has_our_hook

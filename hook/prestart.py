@@ -164,10 +164,17 @@ def run_prestart(
         _write_merged_env(resolution)
         return 0
 
+    if settings.device_mode == "cdi":
+        from hook.cdi.inject import was_injected
+
+        if was_injected(resolution.spec.document):  # the shim or precreate stage handed the devices over
+            return 0
     from hook.mode import check_mode
     from hook.nvcli import exec_cli
 
-    check_mode(settings.mode, request.devices, skip=settings.skip_mode_detection)
+    check_mode(
+        settings.mode, request.devices, skip=settings.skip_mode_detection, device_mode=settings.device_mode
+    )
     argv, cli_env = build_cli_invocation(resolution, options, environ, cwd)
     _write_merged_env(resolution)
     exec_cli(argv, cli_env)

@@ -353,10 +353,15 @@ def resolve_spec(
         trusted=trusted,
     )
     edited = document if merged == entries else set_process_env(document, merged)
+    cdi = bool(devices) and settings.device_mode == "cdi"
+    if cdi:  # the devices' CDI edits instead of NVIDIA's hook
+        from hook.cdi.inject import inject_requested
+
+        edited = inject_requested(edited, devices, settings, env_file)
     # One read per container: every hook of ours is told the decision and never reads the file again.
     from hook.handoff import has_our_hook
 
-    add_hook = bool(devices) and not has_gpu_hook(document)
+    add_hook = bool(devices) and not cdi and not has_gpu_hook(document)
     if add_hook or has_our_hook(document):
         from hook.handoff import build_handoff, hand_off_to_our_hooks, with_handoff
 

@@ -15,7 +15,7 @@ import os
 
 from hook.cdi.names import quote
 from hook.cdi.spec import SPEC_EXTENSIONS, Spec, load_spec
-from hook.errors import CdiError
+from hook.errors import CdiError, CdiUnresolvableError
 from hook.records import Record
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -90,7 +90,7 @@ def resolve_edits(registry: Registry, names: list[str]) -> list[dict[str, object
     if unresolved:
         listed = ", ".join(quote(name, 128) for name in unresolved[:8])
         more = f" and {len(unresolved) - 8} more" if len(unresolved) > 8 else ""
-        raise CdiError(f"unresolvable CDI devices {listed}{more}")
+        raise CdiUnresolvableError(f"unresolvable CDI devices {listed}{more}", names=tuple(unresolved))
     edits: list[dict[str, object]] = []
     seen: list[Spec] = []
     for name in names:

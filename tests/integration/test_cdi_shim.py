@@ -1,0 +1,189 @@
+"""CDI mode end to end: an env file selects a CDI device, and the container gets that device's edits.
+
+Through the runtime shim in front of runc, and through podman's precreate hook: inside the container the
+device node exists with the host node's major/minor, the library mount is there, the spec's variables are
+set (NVIDIA_VISIBLE_DEVICES is ``void``), and the spec's createContainer hook ran (it writes a marker).
+The node is a scratch directory: character devices made with mknod, scratch files as "libraries".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from busybox import make_runc_bundle, unique_id
+from cdi_helpers import GPU_MAJOR, FakeNode, make_fake_node, nvidia_like_spec, write_spec
+from podman import import_busybox_image, podman
+from runc_hooks import load_record, write_config
+
+pytestmark = pytest.mark.integration
+
+MakeEnvFile = Callable[..., Path]
+IMAGE = "localhost/gpu-env-hook-busybox"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+PROBE = (
+    f"stat -c 'node %n %t:%T %F' /dev/nvidia* ; cat {LIBDIR}/libcuda.so.1 ; "
+    "env | grep -E '^(NVIDIA_VISIBLE|NVIDIA_CTK|USER_)' | sort"
+)
+
+
+class Setup:
+    """A scratch node with a spec shaped like NVIDIA's, our config in CDI mode, and a runc state root."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.node: FakeNode = make_fake_node(tmp_path / "node")
+        self.marker = tmp_path / "hook-ran"
+        self.etc, self.run = tmp_path / "etc-cdi", tmp_path / "run-cdi"
+        spec = nvidia_like_spec(
+            self.node, hook_path="/bin/sh", hook_args=["sh", "-c", f"echo ran >> {self.marker}"]
+        )
+        self.spec_path = write_spec(self.etc, "nvidia.yaml", spec)
+        self.record = tmp_path / "cli-record.json"
+        self.env_dir = tmp_path / "nvidia-env"
+        self.config = write_config(tmp_path / "config.toml", record=self.record, env_dirs=[self.env_dir])
+        with self.config.open("a") as fh:
+            fh.write(
+                '\n[gpu-env]\ndevice-mode = "cdi"\n\n[gpu-env.cdi]\n'
+                f"spec-dirs = {json.dumps([str(self.etc), str(self.run)])}\n"
+            )
+        self.root = tmp_path / "runc-root"
+        self.ids: list[str] = []
+
+    def bundle(self, env_file: Path, name: str = "bundle") -> Path:
+        """A busybox bundle that prints what it sees of the GPU (stat added to the applets)."""
+        bundle = make_runc_bundle(
+            self.tmp / name, args=["sh", "-c", PROBE], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+        )
+        stat = bundle / "rootfs" / "bin" / "stat"
+        if not stat.exists():
+            stat.symlink_to("busybox")
+        return bundle
+
+    def shim(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``gpu-env-runtime ARGS`` with our config."""
+        return subprocess.run(
+            [sys.executable, "-I", "-m", "hook.shim", *args],
+            env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config)},
+            cwd=self.tmp,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def run_container(self, bundle: Path) -> subprocess.CompletedProcess[str]:
+        cid = unique_id("cdi-shim")
+        self.ids.append(cid)
+        return self.shim("--root", str(self.root), "run", "--bundle", str(bundle), cid)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    value = Setup(tmp_path)
+    yield value
+    for cid in value.ids:
+        subprocess.run(
+            ["runc", "--root", str(value.root), "delete", "--force", cid],
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+
+
+def expected_lines(index: int) -> list[str]:
+    """What the probe prints for GPU ``index`` (stat prints major:minor in hex)."""
+    return [
+        f"node /dev/nvidia{index} {GPU_MAJOR:x}:{index:x} character special file",
+        "not really libcuda.so.1",
+        f"NVIDIA_CTK_LIBCUDA_DIR={LIBDIR}",
+        "NVIDIA_VISIBLE_DEVICES=void",
+        "USER_CUSTOM_ENV=hello",
+    ]
+
+
+@pytest.mark.parametrize(
+    "request_value",
+    [pytest.param("nvidia.com/gpu=1", id="cdi-name"), pytest.param("1", id="plain-id-default-kind")],
+)
+def test_runc_through_shim_gets_cdi_device(
+    setup: Setup, make_env_file: MakeEnvFile, request_value: str
+) -> None:
+    """The env file's device arrives as CDI edits: node, mount, env, createContainer hook; no legacy cli."""
+    env_file = make_env_file(f"NVIDIA_VISIBLE_DEVICES={request_value}\nUSER_CUSTOM_ENV=hello\n")
+    bundle = setup.bundle(env_file)
+    result = setup.run_container(bundle)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("node ")] == [
+        f"node /dev/nvidia1 {GPU_MAJOR:x}:1 character special file",
+        f"node /dev/nvidiactl {GPU_MAJOR:x}:{255:x} character special file",
+    ]
+    assert [line for line in lines if not line.startswith("node ")] == expected_lines(1)[1:]
+    assert setup.marker.read_text() == "ran\n"
+    assert load_record(setup.record) is None  # NVIDIA's hook and cli were never involved
+    hooks = json.loads((bundle / "config.json").read_text()).get("hooks", {})
+    assert "prestart" not in hooks
+
+
+def test_unresolvable_device_refused(setup: Setup, make_env_file: MakeEnvFile) -> None:
+    """A device no spec defines: one line naming the env file (not its content), nothing written or run."""
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=7\n")
+    bundle = setup.bundle(env_file)
+    before = (bundle / "config.json").read_bytes()
+    result = setup.run_container(bundle)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"gpu-env-runtime: env file '{env_file}': a device it requests is defined by no CDI spec in "
+        f"{setup.etc}, {setup.run}\n"
+    )
+    assert (bundle / "config.json").read_bytes() == before
+    assert not setup.marker.exists()
+
+
+def test_podman_precreate_gets_cdi_device(setup: Setup, make_env_file: MakeEnvFile) -> None:
+    """podman's precreate hook in CDI mode: the container sees the env file's CDI device and its edits."""
+    import_busybox_image(IMAGE)
+    hooks_dir = setup.tmp / "hooks.d"
+    hooks_dir.mkdir()
+    args = [sys.executable, "-I", "-m", "hook", "-config", str(setup.config), "precreate"]
+    (hooks_dir / "precreate.json").write_text(
+        json.dumps(
+            {
+                "version": "1.0.0",
+                "hook": {"path": sys.executable, "args": args, "env": ["PATH=/usr/bin:/bin"]},
+                "when": {"always": True},
+                "stages": ["precreate"],
+            }
+        )
+    )
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0\nUSER_CUSTOM_ENV=hello\n")
+    name = unique_id("cdi-precreate")
+    try:
+        result = podman(
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--hooks-dir",
+            str(hooks_dir),
+            "-e",
+            f"NVIDIA_ENV_FROM_FILE={env_file}",
+            IMAGE,
+            "sh",
+            "-c",
+            PROBE.replace("stat -c", "busybox stat -c"),
+            check=False,
+        )
+    finally:
+        podman("rm", "-f", "--ignore", name, check=False)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"node /dev/nvidia0 {GPU_MAJOR:x}:0 character special file" in lines
+    assert [line for line in lines if not line.startswith("node ")] == expected_lines(0)[1:]
+    assert setup.marker.read_text() == "ran\n"

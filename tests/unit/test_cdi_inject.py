@@ -1,0 +1,202 @@
+"""CDI mode: hook.cdi.inject, and the shim, precreate and prestart stages with device-mode = "cdi"."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
+from conftest import MakeEnvFile
+
+from hook.cdi.inject import cdi_device_names, resolve_cdi_spec
+from hook.config import parse_config
+from hook.errors import CdiError, ConfigError, RequestError
+from hook.mode import CDI_MODE_MESSAGE, DIRECT_INVOCATION_MESSAGE, check_mode
+from hook.precreate import resolve_precreate
+from hook.shim import resolve_spec
+
+HOOK: dict[str, object] = {"path": "/usr/bin/python3", "args": ["python3", "-I", "-m", "hook", "prestart"]}
+
+
+@pytest.mark.parametrize(
+    ("devices", "names"),
+    [
+        pytest.param(
+            ["0", "GPU-1a2b", "0:1"],
+            ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-1a2b", "nvidia.com/gpu=0:1"],
+            id="plain-ids-default-kind",
+        ),
+        pytest.param(["all"], ["nvidia.com/gpu=all"], id="all"),
+        pytest.param(["x.com/nic=a", "1"], ["x.com/nic=a", "nvidia.com/gpu=1"], id="qualified-kept"),
+        pytest.param([""], [], id="none-asks-nothing"),
+        pytest.param(["1", "nvidia.com/gpu=1"], ["nvidia.com/gpu=1"], id="once-each"),
+    ],
+)
+def test_cdi_device_names(devices: list[str], names: list[str]) -> None:
+    """Plain ids, UUIDs and ``all`` name devices of the default kind; qualified names stay."""
+    assert cdi_device_names(devices, "nvidia.com/gpu") == names
+
+
+class Node:
+    """A scratch node with NVIDIA-shaped specs, and config.toml text in CDI mode for it."""
+
+    def __init__(self, tmp_path: Path, extra: str = "") -> None:
+        self.node = make_fake_node(tmp_path / "node")
+        self.etc = tmp_path / "etc-cdi"
+        write_spec(self.etc, "nvidia.json", nvidia_like_spec(self.node))
+        self.config = (
+            f'{extra}[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n\n'
+            f'[gpu-env]\ndevice-mode = "cdi"\n\n[gpu-env.cdi]\nspec-dirs = ["{self.etc}"]\n'
+        )
+
+    def settings(self) -> Any:
+        return parse_config(self.config, source="c.toml", suse=False)
+
+
+def document(env: list[str], **extra: Any) -> dict[str, Any]:
+    doc = {
+        "ociVersion": "1.0.2",
+        "process": {"env": env, "args": ["sh"], "user": {"uid": 0, "gid": 0}},
+        "root": {"path": "rootfs"},
+    }
+    return {**doc, **extra}
+
+
+def visible(doc: dict[str, Any]) -> list[str]:
+    return [e for e in doc["process"]["env"] if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
+
+
+def device_paths(doc: dict[str, Any]) -> list[str]:
+    return [d["path"] for d in doc.get("linux", {}).get("devices", [])]
+
+
+def test_shim_injects_cdi_edits_instead_of_hook(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
+    """The shim in CDI mode: the env file's device becomes CDI edits, no prestart hook, NVIDIA_VISIBLE_DEVICES=void."""
+    node = Node(tmp_path)
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1\n")
+    edited = resolve_spec(
+        document([f"NVIDIA_ENV_FROM_FILE={env_file}"]), node.config, source="c.toml", hook=HOOK
+    )
+    assert edited is not None
+    assert device_paths(edited) == ["/dev/nvidiactl", "/dev/nvidia1"]
+    assert visible(edited) == ["NVIDIA_VISIBLE_DEVICES=void"]
+    hooks: Any = edited["hooks"]
+    assert "prestart" not in hooks
+    assert hooks["createContainer"][0]["path"] == "/bin/true"
+
+
+def test_shim_legacy_default_still_adds_hook(tmp_path: Path) -> None:
+    """Without device-mode the shim adds NVIDIA's hook as before and applies no CDI edit."""
+    edited = resolve_spec(document(["NVIDIA_VISIBLE_DEVICES=0"]), None, source=None, hook=HOOK)
+    assert edited is not None
+    assert edited["hooks"] == {"prestart": [HOOK]}
+    assert "linux" not in edited
+
+
+def test_precreate_injects_for_image_request(tmp_path: Path) -> None:
+    """podman's precreate stage in CDI mode applies edits for an image's own NVIDIA_VISIBLE_DEVICES too."""
+    node = Node(tmp_path)
+    raw = json.dumps(document(["NVIDIA_VISIBLE_DEVICES=0"])).encode()
+    out = json.loads(resolve_precreate(raw, node.config, source="c.toml"))
+    assert device_paths(out) == ["/dev/nvidiactl", "/dev/nvidia0"]
+    assert visible(out) == ["NVIDIA_VISIBLE_DEVICES=void"]
+
+
+def test_precreate_non_gpu_echoed(tmp_path: Path) -> None:
+    """A container asking for no GPU goes back byte for byte in CDI mode."""
+    raw = json.dumps(document(["PATH=/bin"])).encode()
+    assert resolve_precreate(raw, Node(tmp_path).config, source="c.toml") is raw
+
+
+def test_unresolvable_from_image_names_device(tmp_path: Path) -> None:
+    """A device the image asks for that no spec defines: named (escaped) in the one line."""
+    node = Node(tmp_path)
+    with pytest.raises(CdiError, match=r'^unresolvable CDI devices "nvidia.com/gpu=7"$'):
+        resolve_cdi_spec(document(["NVIDIA_VISIBLE_DEVICES=7"]), node.settings(), None)
+
+
+def test_unresolvable_from_env_file_names_file(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
+    """A device the env file asks for that no spec defines: the file is named, its content never shown."""
+    node = Node(tmp_path)
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=secret7\n")
+    raw = json.dumps(document([f"NVIDIA_ENV_FROM_FILE={env_file}"])).encode()
+    message = f"env file '{env_file}': a device it requests is defined by no CDI spec in {node.etc}"
+    with pytest.raises(CdiError, match=rf"^{message}$"):
+        resolve_precreate(raw, node.config, source="c.toml")
+
+
+@pytest.mark.parametrize(
+    ("file", "devices"),
+    [
+        pytest.param("NVIDIA_VISIBLE_DEVICES=1\n", [], id="unpinned-file-gated"),
+        pytest.param(
+            "GPU_ENV_HOOK_POD_UID=pod-1\nNVIDIA_VISIBLE_DEVICES=1\n",
+            ["/dev/nvidiactl", "/dev/nvidia1"],
+            id="pinned-file-trusted",
+        ),
+    ],
+)
+def test_unprivileged_gate_holds(
+    file: str, devices: list[str], tmp_path: Path, make_env_file: MakeEnvFile
+) -> None:
+    """With env-var requests refused for unprivileged containers, only a file pinned to the pod passes."""
+    node = Node(tmp_path, extra="accept-nvidia-visible-devices-envvar-when-unprivileged = false\n")
+    env_file = make_env_file(file)
+    doc = document([f"NVIDIA_ENV_FROM_FILE={env_file}"], annotations={"io.kubernetes.pod.uid": "pod-1"})
+    out = json.loads(resolve_precreate(json.dumps(doc).encode(), node.config, source="c.toml"))
+    assert device_paths(out) == devices
+
+
+def test_prestart_refuses_cdi_names_in_cdi_mode() -> None:
+    """The hook in CDI mode says where devices are injected, not NVIDIA's 'use the NVIDIA Container Runtime'."""
+    with pytest.raises(RequestError, match=rf"^{CDI_MODE_MESSAGE}$"):
+        check_mode("auto", ["nvidia.com/gpu=0"], skip=False, device_mode="cdi")
+    with pytest.raises(RequestError) as legacy:
+        check_mode("auto", ["nvidia.com/gpu=0"], skip=False)
+    assert str(legacy.value) == DIRECT_INVOCATION_MESSAGE
+
+
+def test_prestart_stage_in_cdi_mode(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
+    """run_prestart in CDI mode refuses a request it still sees, with our message."""
+    from hook.prestart import Options, run_prestart
+
+    node = Node(tmp_path)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0\n")
+    (bundle / "config.json").write_text(json.dumps(document([f"NVIDIA_ENV_FROM_FILE={env_file}"])))
+    config = tmp_path / "c.toml"
+    config.write_text(node.config)
+    state = io.BytesIO(json.dumps({"pid": 1, "bundle": str(bundle)}).encode())
+    with pytest.raises(RequestError, match=rf"^{CDI_MODE_MESSAGE}$"):
+        run_prestart(Options(config=str(config)), state, os.environ, str(bundle))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            '[gpu-env]\ndevice-mode = "jit"\n', r"gpu-env.device-mode must be 'legacy' or 'cdi'", id="mode"
+        ),
+        pytest.param(
+            '[gpu-env.cdi]\ndefault-kind = "gpu"\n',
+            r"gpu-env.cdi.default-kind must be vendor/class: invalid vendor. empty name",
+            id="kind",
+        ),
+        pytest.param(
+            '[gpu-env.cdi]\nspec-dirs = ["cdi"]\n',
+            r"gpu-env.cdi.spec-dirs must hold absolute paths, got 'cdi'",
+            id="relative-dir",
+        ),
+    ],
+)
+def test_cdi_settings_checked(text: str, message: str) -> None:
+    """The [gpu-env] settings are validated with one line each."""
+    with pytest.raises(
+        ConfigError, match=rf"^error getting hook config: failed to load config: c.toml: {message}$"
+    ):
+        parse_config(text, source="c.toml", suse=False)
