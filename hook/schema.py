@@ -15,7 +15,7 @@ import re
 from importlib import resources
 from typing import Any, NamedTuple
 
-from hook.config import MAX_ENV_FILE_BYTES, default_settings
+from hook.config import DEVICE_MODES, MAX_ENV_FILE_BYTES, default_settings
 from hook.envvars import POD_BINDING_ENGINES
 from hook.errors import ConfigError, HookError, decode_error_reason, json_kind
 
@@ -37,6 +37,11 @@ CONFIG_TOML_RULES: dict[str, dict[str, Any]] = {
     "env-file.on-missing": {"enum": ["error", "ignore"]},
     "env-file.max-bytes": {"minimum": 1, "maximum": MAX_ENV_FILE_BYTES},
     "env-file.pod-binding-engine": {"enum": ["", *POD_BINDING_ENGINES]},
+    "gpu-env.device-mode": {"enum": list(DEVICE_MODES)},
+    "gpu-env.cdi.default-kind": {
+        "pattern": "^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
+    },
+    "gpu-env.cdi.spec-dirs": {"items": {"type": "string", "pattern": "^/"}},
 }
 
 
