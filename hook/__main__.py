@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from hook.prestart import Options
 
 PROG = "gpu-env-hook"
-HUMAN_COMMANDS = ("resolve", "validate", "env-file", "config", "doctor", "install", "uninstall")
+HUMAN_COMMANDS = ("resolve", "validate", "env-file", "cdi", "config", "doctor", "install", "uninstall")
 _STRING_FLAGS = ("config", "env-file-merged")
 _BOOL_FLAGS = ("debug", "version", "env-only", "no-color")
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
@@ -44,7 +44,7 @@ Commands:
         no-op
   precreate
         merge the env file into the config on stdin and print it (podman precreate hook)
-  resolve, validate, env-file, config, doctor, install, uninstall
+  resolve, validate, env-file, cdi, config, doctor, install, uninstall
         commands for people: '{PROG} --help' lists them, '{PROG} COMMAND -h' explains one
 """
 

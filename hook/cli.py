@@ -256,6 +256,9 @@ def build_app(*, config: str | None = None) -> typer.Typer:
     app.add_typer(_env_file_app(config), name="env-file")
     app.add_typer(_config_app(), name="config")
     _add_doctor(app, config)
+    from hook.cdi.commands import register as register_cdi
+
+    register_cdi(app, config)
     try:
         from hook.install import register
     except ImportError:  # pragma: no cover - the install module arrives with its own issue
@@ -414,6 +417,17 @@ def build_resolve_document(
         document["outcome"] = "env-only"
         return document
 
+    if settings.device_mode == "cdi":  # the shim's and precreate's decision, not the hook's
+        from hook.cdi.commands import describe_cdi
+
+        try:
+            document["cdi"] = describe_cdi(resolution)
+        except HookError as err:
+            document["error"] = str(err)
+            return document
+        document["outcome"] = "cdi"
+        return document
+
     from hook.mode import DIRECT_INVOCATION_MESSAGE, resolve_mode
 
     resolved, _ = resolve_mode(settings.mode, request.devices)
@@ -480,6 +494,7 @@ _OUTCOMES = {
     "not-gpu": "not a GPU container: the hook exits 0 and calls nothing",
     "env-only": "-env-only: the hook rewrites config.json (if needed) and exits 0",
     "gpu": "GPU container: the hook execs nvidia-container-cli",
+    "cdi": "CDI mode: the shim or precreate stage applies these CDI edits before the runtime starts",
 }
 
 
@@ -526,6 +541,10 @@ def format_resolve_document(document: dict[str, Any]) -> str:
             mode = document["mode"]
             rows.append(("mode", f"{mode['resolved']} (configured {mode['configured']})"))
         out += "\n" + columns(rows)
+    if document.get("cdi"):
+        from hook.cdi.commands import format_cdi_edits
+
+        out += format_cdi_edits(document["cdi"])
     cli = document["cli"]
     if cli is not None:
         out += "\nnvidia-container-cli command line:\n  " + shlex.join(cli["argv"]) + "\n"

@@ -36,6 +36,9 @@ def run_checks(*, root: str, config: str | None, environ: dict[str, str] | os._E
     settings, config_check = check_config(root, config, environ)
     checks = [config_check, check_cli(root, settings)]
     checks += [check_env_directory(root, directory) for directory in settings.env_file.directories]
+    from hook.cdi.doctor import cdi_checks
+
+    checks += cdi_checks(root, settings)
     registered: list[tuple[str, list[str]]] = []
     for find in (_podman, _crio, _containerd, _docker):
         check, entry = find(root)

@@ -187,3 +187,61 @@ def test_podman_precreate_gets_cdi_device(setup: Setup, make_env_file: MakeEnvFi
     assert f"node /dev/nvidia0 {GPU_MAJOR:x}:0 character special file" in lines
     assert [line for line in lines if not line.startswith("node ")] == expected_lines(0)[1:]
     assert setup.marker.read_text() == "ran\n"
+
+
+def test_producer_written_spec_used_by_podman_run(setup: Setup, tmp_path: Path) -> None:
+    """A device plugin's per-allocation spec (``cdi alloc write``) in /var/run/cdi: ``podman run --device``
+    with the allocation's name, no shim, no hook of ours: the container gets the real GPU's edits."""
+    from cdi_podman import podman_with_cdi
+
+    import_busybox_image(IMAGE)
+    hook = [sys.executable, "-I", "-m", "hook", "-config", str(setup.config), "cdi", "alloc"]
+    named = subprocess.run([*hook, "name", "slice-3", "slice-1"], capture_output=True, text=True, check=True)
+    device = named.stdout.strip()
+    written = subprocess.run(
+        [
+            *hook,
+            "write",
+            "--pod-uid",
+            "pod-abc",
+            "--id",
+            "slice-1",
+            "--id",
+            "slice-3",
+            "--device",
+            "1",
+            "--dir",
+            str(setup.run),
+            "USER_CUSTOM_ENV=hello",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert written.returncode == 0, written.stderr
+    assert written.stdout.startswith(f"{device}\t{setup.run}/gpu-env.dev-alloc_")
+    name = unique_id("cdi-alloc")
+    try:
+        result = podman_with_cdi(
+            setup.etc,
+            setup.run,
+            tmp_path,
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--device",
+            device,
+            IMAGE,
+            "sh",
+            "-c",
+            PROBE.replace("stat -c", "busybox stat -c"),
+            check=False,
+        )
+    finally:
+        podman("rm", "-f", "--ignore", name, check=False)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"node /dev/nvidia1 {GPU_MAJOR:x}:1 character special file" in lines
+    assert [line for line in lines if not line.startswith("node ")] == expected_lines(1)[1:]
+    assert setup.marker.read_text() == "ran\n"

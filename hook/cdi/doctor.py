@@ -1,0 +1,97 @@
+"""doctor's CDI checks: NVIDIA's runtime mode against ours, and NVIDIA's generated spec present and current.
+
+NVIDIA's ``nvidia-container-runtime`` (toolkit 1.18 and later) runs in ``jit-cdi`` mode by default
+(``mode = "auto"``), as in ``cdi`` mode: it then drops prestart hooks named
+``nvidia-container-runtime-hook`` and never calls ``nvidia-container-cli``. Our ``device-mode = "legacy"``
+behind NVIDIA's runtime in those modes would hand GPUs over twice or not at all, so that pairing fails.
+NVIDIA's generated spec (``nvidia-ctk cdi generate``, or the ``nvidia-cdi-refresh`` service) is current when
+every host path it names — device nodes, driver libraries, hook binaries — still exists: a driver upgrade
+renames the versioned libraries and leaves an old spec pointing at files that are gone.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from hook.doctor import Check
+
+CDI_MODES = ("cdi", "jit-cdi")
+NVIDIA_KIND = "nvidia.com/gpu"
+REGENERATE = "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml (or enable nvidia-cdi-refresh)"
+
+
+def cdi_checks(root: str, settings: Any) -> list[Check]:
+    """The CDI lines of doctor's report, in order."""
+    return [check_nvidia_runtime_mode(settings), check_nvidia_spec(root, settings)]
+
+
+def check_nvidia_runtime_mode(settings: Any) -> Check:
+    """NVIDIA's ``[nvidia-container-runtime] mode`` and whether our ``[gpu-env] device-mode`` fits it."""
+    from hook.doctor import Check
+
+    mode, ours = settings.mode, settings.device_mode
+    meaning = {
+        "auto": "jit-cdi with toolkit 1.18 and later, legacy before",
+        "legacy": "NVIDIA's hook and nvidia-container-cli",
+        "csv": "Tegra CSV files",
+        "cdi": "CDI devices from the specs; hooks named nvidia-container-runtime-hook dropped",
+        "jit-cdi": "CDI specs generated per container; hooks named nvidia-container-runtime-hook dropped",
+    }.get(mode, "unknown mode")
+    detail = f"NVIDIA runtime mode {mode} ({meaning}); ours device-mode {ours}"
+    if mode in CDI_MODES and ours == "legacy":
+        return Check(
+            "NVIDIA runtime mode",
+            ok=False,
+            detail=detail,
+            fix='set [gpu-env] device-mode = "cdi": NVIDIA\'s runtime ignores the legacy hook in this mode',
+        )
+    return Check("NVIDIA runtime mode", ok=True if ours == "cdi" or mode == "legacy" else None, detail=detail)
+
+
+def check_nvidia_spec(root: str, settings: Any) -> Check:
+    """NVIDIA's spec (kind ``nvidia.com/gpu``) in the spec directories: present, valid, current."""
+    from hook.cdi.registry import load_registry
+    from hook.doctor import Check, under
+
+    name = "NVIDIA CDI spec"
+    needed = settings.device_mode == "cdi"
+    dirs = tuple(under(root, directory) for directory in settings.cdi.spec_dirs)
+    registry = load_registry(dirs)
+    specs = [spec for spec in registry.specs if spec.kind == NVIDIA_KIND]
+    broken = [path for path in registry.errors if os.path.basename(path).startswith("nvidia")]
+    if broken:
+        first = registry.errors[broken[0]][0]
+        return Check(name, ok=False, detail=first, fix=REGENERATE)
+    if not specs:
+        detail = f"no spec of kind {NVIDIA_KIND} in {', '.join(dirs)}"
+        return Check(name, ok=False if needed else None, detail=detail, fix=REGENERATE)
+    spec = specs[-1]
+    missing = [path for path in host_paths(spec.document) if not os.path.lexists(under(root, path))]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        detail = f"{spec.path} is stale: {missing[0]}{more} no longer exist(s)"
+        return Check(name, ok=False, detail=detail, fix=REGENERATE)
+    devices = sorted(n for n in registry.devices if n.startswith(NVIDIA_KIND + "="))
+    conflicts = sorted(n for n in registry.conflicts if n.startswith(NVIDIA_KIND + "="))
+    if conflicts:
+        return Check(
+            name, ok=False, detail=f"conflicting {', '.join(conflicts)}", fix="keep one spec per kind"
+        )
+    detail = f"{spec.path}: cdiVersion {spec.document.get('cdiVersion')}, {len(devices)} devices, current"
+    return Check(name, ok=True, detail=detail)
+
+
+def host_paths(document: dict[str, Any]) -> list[str]:
+    """Every host path a spec names: device nodes, mount sources, hook executables (in file order)."""
+    edits = [document.get("containerEdits") or {}]
+    edits += [device.get("containerEdits") or {} for device in document.get("devices", [])]
+    paths: list[str] = []
+    for edit in edits:
+        paths += [node.get("hostPath") or node["path"] for node in edit.get("deviceNodes", [])]
+        paths += [mount["hostPath"] for mount in edit.get("mounts", []) if mount["hostPath"].startswith("/")]
+        paths += [hook["path"] for hook in edit.get("hooks", [])]
+    return list(dict.fromkeys(paths))
