@@ -44,12 +44,12 @@ def check_nvidia_runtime_mode(settings: Any) -> Check:
     detail = f"NVIDIA runtime mode {mode} ({meaning}); ours device-mode {ours}"
     if mode in CDI_MODES and ours == "legacy":
         return Check(
-            "NVIDIA runtime mode",
+            "device mode",
             ok=False,
             detail=detail,
             fix='set [gpu-env] device-mode = "cdi": NVIDIA\'s runtime ignores the legacy hook in this mode',
         )
-    return Check("NVIDIA runtime mode", ok=True if ours == "cdi" or mode == "legacy" else None, detail=detail)
+    return Check("device mode", ok=True if ours == "cdi" or mode == "legacy" else None, detail=detail)
 
 
 def check_nvidia_spec(root: str, settings: Any) -> Check:

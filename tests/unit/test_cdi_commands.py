@@ -386,7 +386,7 @@ def test_doctor_nvidia_spec_present_current_stale(node: Node) -> None:
 def test_doctor_lists_cdi_checks(node: Node) -> None:
     """The doctor command's report carries both CDI lines."""
     code, out, _ = node.invoke("doctor")
-    assert "NVIDIA runtime mode" in out
+    assert "device mode" in out
     assert "NVIDIA CDI spec" in out
     assert code in (0, 1)
     assert node.spec_path.exists()
