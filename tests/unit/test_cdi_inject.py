@@ -93,7 +93,8 @@ def test_shim_legacy_default_still_adds_hook(tmp_path: Path) -> None:
     """Without device-mode the shim adds NVIDIA's hook as before and applies no CDI edit."""
     edited = resolve_spec(document(["NVIDIA_VISIBLE_DEVICES=0"]), None, source=None, hook=HOOK)
     assert edited is not None
-    assert edited["hooks"] == {"prestart": [HOOK]}
+    hooks: Any = edited["hooks"]
+    assert [entry["path"] for entry in hooks["prestart"]] == [HOOK["path"]]
     assert "linux" not in edited
 
 
@@ -200,3 +201,48 @@ def test_cdi_settings_checked(text: str, message: str) -> None:
         ConfigError, match=rf"^error getting hook config: failed to load config: c.toml: {message}$"
     ):
         parse_config(text, source="c.toml", suse=False)
+
+
+def test_prestart_after_injection_does_nothing(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
+    """A prestart hook of ours in CDI mode, behind a shim or precreate stage that injected the devices
+    (NVIDIA_VISIBLE_DEVICES=void in config.json), exits 0 even though the env file it reads names a device."""
+    from hook.prestart import Options, run_prestart
+
+    node = Node(tmp_path)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0\n")
+    spec = document([f"NVIDIA_ENV_FROM_FILE={env_file}", "NVIDIA_VISIBLE_DEVICES=void"])
+    (bundle / "config.json").write_text(json.dumps(spec))
+    config = tmp_path / "c.toml"
+    config.write_text(node.config)
+    state = io.BytesIO(json.dumps({"pid": 1, "bundle": str(bundle)}).encode())
+    assert run_prestart(Options(config=str(config)), state, os.environ, str(bundle)) == 0
+
+
+OUR_HOOK: dict[str, object] = {
+    "path": "/usr/bin/python3",
+    "args": ["python3", "-I", "-m", "hook", "prestart"],
+}
+
+
+def test_shim_hands_decision_to_our_hooks_in_cdi_mode(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
+    """An oci-hooks.d hook of ours already in the spec is told the shim's decision; no hook is added."""
+    node = Node(tmp_path)
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1\n")
+    spec = document([f"NVIDIA_ENV_FROM_FILE={env_file}"], hooks={"prestart": [OUR_HOOK]})
+    edited = resolve_spec(spec, node.config, source="c.toml", hook=HOOK)
+    assert edited is not None
+    hooks: Any = edited["hooks"]
+    assert len(hooks["prestart"]) == 1
+    assert "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES" in hooks["prestart"][0]["args"]
+
+
+def test_precreate_hands_decision_to_our_hooks(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
+    """The precreate stage in CDI mode gives hooks of ours in the spec its decision too."""
+    node = Node(tmp_path)
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=0\n")
+    raw = json.dumps(document([f"NVIDIA_ENV_FROM_FILE={env_file}"], hooks={"prestart": [OUR_HOOK]})).encode()
+    out = json.loads(resolve_precreate(raw, node.config, source="c.toml"))
+    assert "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES" in out["hooks"]["prestart"][0]["args"]
+    assert device_paths(out) == ["/dev/nvidiactl", "/dev/nvidia0"]
