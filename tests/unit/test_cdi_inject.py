@@ -146,6 +146,7 @@ def test_unprivileged_gate_holds(
 ) -> None:
     """With env-var requests refused for unprivileged containers, only a file pinned to the pod passes."""
     node = Node(tmp_path, extra="accept-nvidia-visible-devices-envvar-when-unprivileged = false\n")
+    node.config = node.config.replace("[env-file]\n", '[env-file]\npod-binding-engine = "crio"\n')
     env_file = make_env_file(file)
     doc = document([f"NVIDIA_ENV_FROM_FILE={env_file}"], annotations={"io.kubernetes.pod.uid": "pod-1"})
     out = json.loads(resolve_precreate(json.dumps(doc).encode(), node.config, source="c.toml"))
