@@ -18,7 +18,7 @@ from typing import Any
 PROG = "gpu-env-hook"
 HELP_OPTION_NAMES = ["-h", "--help"]
 # The commands for people in the order the help lists them (what they are for, then the node's setup).
-COMMAND_ORDER = ("resolve", "validate", "env-file", "config", "doctor", "install", "uninstall")
+COMMAND_ORDER = ("resolve", "validate", "env-file", "cdi", "config", "doctor", "install", "uninstall")
 GLOBAL_FLAGS = (
     ("--config FILE", "config.toml to read (also accepted before the command, as -config FILE)"),
     ("--debug", "on an internal error, print the traceback (also -debug before the command)"),

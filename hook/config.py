@@ -302,7 +302,7 @@ def _check_cdi_rules(settings: Settings, where: str) -> None:
     if settings.cdi.default_kind != DEFAULT_CDI_KIND:  # the default is valid: no import for it
         _check_cdi_kind(settings.cdi.default_kind, where)
     for directory in settings.cdi.spec_dirs:
-        if not os.path.isabs(directory):
+        if not directory.startswith("/"):
             raise ConfigError(
                 f"{_PREFIX}{where}: gpu-env.cdi.spec-dirs must hold absolute paths, got {directory!r}"
             )

@@ -204,7 +204,8 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
     @alloc.command("write")
     def write(
         assignments: Annotated[
-            list[str] | None, typer.Argument(metavar="[KEY=VALUE]...", help="variables for the container")
+            list[str] | None,
+            typer.Argument(metavar="KEY=VALUE...", help="variables for the container (optional)"),
         ] = None,
         ids: Annotated[
             list[str] | None,

@@ -67,7 +67,7 @@ def inject_requested(
         selecting = (*settings.swarm_resource, envvars.NVIDIA_VISIBLE_DEVICES)
         if env_file is None or not any(name in env_file.values for name in selecting):
             raise
-        from hook.envfile import show_path
+        from hook.beneath import show_path
 
         raise CdiError(
             f"env file {show_path(env_file.path)}: a device it requests is defined by no CDI spec in "
