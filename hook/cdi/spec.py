@@ -145,7 +145,10 @@ def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 def _decode_yaml(text: str) -> object:
     """Decode YAML with PyYAML's safe loader (imported only here), refusing repeated keys."""
-    import yaml
+    try:
+        import yaml
+    except ImportError:
+        raise CdiError("a YAML spec needs PyYAML, which this Python lacks (pip install pyyaml)") from None
 
     class UniqueKeyLoader(yaml.SafeLoader):
         """SafeLoader that refuses a mapping naming a key twice (sigs.k8s.io/yaml's strict mode)."""
