@@ -247,3 +247,25 @@ def test_precreate_hands_decision_to_our_hooks(tmp_path: Path, make_env_file: Ma
     out = json.loads(resolve_precreate(raw, node.config, source="c.toml"))
     assert "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES" in out["hooks"]["prestart"][0]["args"]
     assert device_paths(out) == ["/dev/nvidiactl", "/dev/nvidia0"]
+
+
+def test_cdi_mode_stays_on_the_lean_path(tmp_path: Path) -> None:
+    """Precreate in CDI mode with a JSON spec imports neither yaml, json, typing nor the cold libraries."""
+    import subprocess
+    import sys
+
+    node = Node(tmp_path)
+    config = tmp_path / "c.toml"
+    config.write_text(node.config)
+    raw = tmp_path / "spec.json"
+    raw.write_text(json.dumps(document(["NVIDIA_VISIBLE_DEVICES=0"])))
+    code = (
+        "import sys; from hook.precreate import resolve_precreate;"
+        "out = resolve_precreate(open(sys.argv[1], 'rb').read(), open(sys.argv[2]).read(), source=sys.argv[2]);"
+        "assert b'/dev/nvidia0' in out;"
+        "print(' '.join(sorted(m for m in ('yaml', 'json', 'typing', 'typer', 'jsonschema') if m in sys.modules)))"
+    )
+    repo = Path(__file__).parents[2]
+    out = subprocess.run([sys.executable, "-I", "-c", code, str(raw), str(config)], capture_output=True,
+                         text=True, check=True, cwd=repo)  # fmt: skip
+    assert out.stdout.strip() == ""
