@@ -26,11 +26,24 @@ REGENERATE = "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml (or enab
 
 def cdi_checks(root: str, settings: Any) -> list[Check]:
     """The CDI lines of doctor's report, in order."""
-    return [check_nvidia_runtime_mode(settings), check_nvidia_spec(root, settings)]
+    runtime = nvidia_runtime_installed(root)
+    return [check_nvidia_runtime_mode(settings, runtime_installed=runtime), check_nvidia_spec(root, settings)]
 
 
-def check_nvidia_runtime_mode(settings: Any) -> Check:
-    """NVIDIA's ``[nvidia-container-runtime] mode`` and whether our ``[gpu-env] device-mode`` fits it."""
+def nvidia_runtime_installed(root: str) -> bool:
+    """Tell whether ``nvidia-container-runtime`` is an executable on the fixed PATH under ``root``."""
+    from hook.doctor import under
+    from hook.paths import FIXED_PATH
+
+    return any(
+        os.access(under(root, os.path.join(directory, "nvidia-container-runtime")), os.X_OK)
+        for directory in FIXED_PATH.split(":")
+    )
+
+
+def check_nvidia_runtime_mode(settings: Any, *, runtime_installed: bool = True) -> Check:
+    """NVIDIA's ``[nvidia-container-runtime] mode`` and whether our ``[gpu-env] device-mode`` fits it (a
+    mismatch fails only where NVIDIA's runtime is installed: elsewhere its mode acts on nothing)."""
     from hook.doctor import Check
 
     mode, ours = settings.mode, settings.device_mode
@@ -42,7 +55,7 @@ def check_nvidia_runtime_mode(settings: Any) -> Check:
         "jit-cdi": "CDI specs generated per container; hooks named nvidia-container-runtime-hook dropped",
     }.get(mode, "unknown mode")
     detail = f"NVIDIA runtime mode {mode} ({meaning}); ours device-mode {ours}"
-    if mode in CDI_MODES and ours == "legacy":
+    if mode in CDI_MODES and ours == "legacy" and runtime_installed:
         return Check(
             "device mode",
             ok=False,
