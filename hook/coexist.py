@@ -100,11 +100,21 @@ def _hook_path(document: dict[str, Any]) -> str | None:
     return path if isinstance(path, str) else None
 
 
+def _is_ours(document: dict[str, Any]) -> bool:
+    """Tell whether a hooks.d entry runs our hook: the hook wrapper, or the interpreter with our launch code
+    (what install writes)."""
+    from hook.launch import is_launch_code
+
+    hook = document.get("hook")
+    args = hook.get("args") if isinstance(hook, dict) else None
+    return _hook_path(document) == paths.HOOK_WRAPPER or (isinstance(args, list) and is_launch_code(args))
+
+
 def check_nvidia_hook_json(root: str, directories: tuple[str, ...] = paths.OCI_HOOKS_DIRS) -> Finding:
     """NVIDIA's hook registered in a hooks directory beside ours: both run for every container."""
     name = "NVIDIA hooks.d entry"
     entries = hooks_entries(root, directories)
-    ours = [path for path, document in entries if _hook_path(document) == paths.HOOK_WRAPPER]
+    ours = [path for path, document in entries if _is_ours(document)]
     nvidia = [
         path
         for path, document in entries

@@ -385,8 +385,12 @@ def check_isolated(root: str, path: str, args: list[str]) -> Check:
     text = _read_text(under(root, path))
     if not text:
         return Check(name, ok=False, detail="cannot read the wrapper (binary or missing)", fix=fix)
+    # Lines that start Python: not comments, and not the runtime wrapper's `python=...` assignment or its
+    # checks and message about that interpreter (`if [ ! -x "$python" ]`, `echo ...`).
     python_lines = [
-        line for line in text.splitlines() if "python" in line and not line.lstrip().startswith("# ")
+        line
+        for line in text.splitlines()
+        if "python" in line and not line.lstrip().startswith(("# ", "python=", "if ", "echo "))
     ]
     if not python_lines:
         return Check(name, ok=False, detail="the wrapper does not start Python visibly", fix=fix)

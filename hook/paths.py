@@ -13,6 +13,8 @@ import posix
 
 # Executables the engines call: small wrappers that run this package's Python isolated (-I).
 LIBEXEC_DIR = "/usr/local/libexec/gpu-env-hook"
+# The self-contained runtime: versions of the package, and `current` naming the one the engines start.
+RUNTIME_TREE = "/opt/gpu-env-hook"
 HOOK_WRAPPER = LIBEXEC_DIR + "/gpu-env-hook"
 RUNTIME_WRAPPER = LIBEXEC_DIR + "/gpu-env-runtime"
 # `docker run --gpus` looks this name up on PATH; /usr/local/bin comes before /usr/bin.

@@ -421,6 +421,8 @@ def run_shim(
     command); without it, the one config.toml names.
     """
     create = invocation.command in CREATE_COMMANDS
+    if runtime is not None and not runtime.startswith("/"):
+        runtime = resolve_runtime((runtime,))  # the wrapper looks a bare name up on the same fixed PATH
     if runtime is not None and not create:
         exec_runtime(runtime, argv, environ)
     config_path, required = find_config_path(None, environ)

@@ -24,8 +24,10 @@ class Engine(enum.StrEnum):
 
 
 def default_python() -> str:
-    """Return this interpreter's absolute path, symlinks kept (a venv's python finds the venv by its path)."""
-    return os.path.abspath(sys.executable)
+    """Return the interpreter this one is based on (a venv's base, not the venv: the wrappers run the
+    node's tree with -S and need no venv, and a venv rebuilt or removed must not break a node), its path
+    as given (``/usr/bin/python3`` stays: an OS upgrade to another minor version keeps it working)."""
+    return os.path.abspath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
 def install_command(
@@ -51,7 +53,17 @@ def install_command(
         typer.Option(help="config.toml the wrappers use (baked in as NVIDIA_CTK_CONFIG_FILE_PATH)."),
     ] = None,
     python: Annotated[
-        str | None, typer.Option(help="Interpreter the wrappers run, as a node path (default: this one).")
+        str | None,
+        typer.Option(
+            help="Interpreter the engines run, as a node path (default: this one's base, not a venv)."
+        ),
+    ] = None,
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            help="The real runtime the shim execs, as a node path (default: the engine's default runtime, "
+            "else [gpu-env-runtime] runtime, else runc or crun on the node)."
+        ),
     ] = None,
     hooks_dir: Annotated[
         str, typer.Option(help="oci-hooks.d directory (podman, CRI-O).")
@@ -79,6 +91,7 @@ def install_command(
         hooks_dir=hooks_dir,
         containerd_config_version=containerd_config_version,
         containerd_config=containerd_config,
+        runtime=runtime,
     )
     for line in write_install(options, dry_run=dry_run):
         typer.echo(line)

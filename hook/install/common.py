@@ -40,6 +40,10 @@ class InstallOptions(NamedTuple):
     hooks_dir: str = paths.OCI_HOOKS_DIRS[0]
     containerd_config_version: int | None = None
     containerd_config: str = paths.CONTAINERD_CONFIG
+    # The real runtime the runtime wrapper execs (a node path); None: the engine's, else found on the node.
+    runtime: str | None = None
+    # The OCI timeout of the hooks JSON entries ([gpu-env-hook] timeout of the config the hook uses).
+    hook_timeout: int = 60
 
 
 class PlannedFile(NamedTuple):

@@ -19,10 +19,10 @@ import base64
 import os
 import stat
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hook import paths
-from hook.install import containerd, crio, docker, podman, retire, wrappers
+from hook.install import containerd, crio, docker, podman, retire, tree, wrappers
 from hook.install.common import (
     ENGINES,
     EXECUTABLE_MODE,
@@ -47,6 +47,9 @@ from hook.install.manifest import (
     sha256,
 )
 from hook.install.rootfs import NodeRoot, check_root
+
+if TYPE_CHECKING:
+    from hook.config import Settings
 
 # Each engine module's planner: the node's current config in, its files and notes out.
 PLANNERS: dict[str, Callable[[InstallOptions], EnginePlan]] = {
@@ -91,11 +94,59 @@ def build_plan(options: InstallOptions) -> Plan:
                 f"--config {options.config}: is {kind} config, not gpu-env-hook's config.toml (NVIDIA's "
                 "format); install finds the engine's config itself (containerd: --containerd-config)"
             )
-    notes = wrappers.check_python(options)
-    files, wrapper_notes = wrappers.plan(options)
+    options = options._replace(hook_timeout=configured(node, options).hook_timeout)
+    notes = tree.check_interpreter(options.python, root)
+    warning = tree.editable_warning()
+    notes += [warning] if warning is not None else []
     engine_plan = PLANNERS[engine](options)
-    runtime = engine_plan.runtime or retire.resolve_node_runtime(root)
+    runtime, runtime_notes = resolve_runtime(node, options, engine_plan)
+    files, wrapper_notes = wrappers.plan(options, runtime=runtime)
+    notes += runtime_notes
     return Plan(engine, (*files, *engine_plan.files), (*notes, *wrapper_notes, *engine_plan.notes), runtime)
+
+
+def configured(node: NodeRoot, options: InstallOptions) -> Settings:
+    """Return the settings of the config.toml the hook will read (``--config``, else the node's system
+    config when there is one): install takes the hooks' timeout and the shim's runtime from it."""
+    from hook.config import parse_config
+    from hook.configfile import SYSTEM_CONFIG
+
+    path = options.config or SYSTEM_CONFIG
+    data = node.read(path)
+    if data is None:
+        return parse_config(None)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InstallError(f"{node.show(path)}: not valid UTF-8; fix it first") from None
+    return parse_config(text, source=node.show(path))
+
+
+def resolve_runtime(
+    node: NodeRoot, options: InstallOptions, engine_plan: EnginePlan
+) -> tuple[str, list[str]]:
+    """Return the real runtime the runtime wrapper execs (a node path, or a name it looks up on the fixed
+    PATH) and what to say about it: ``--runtime``, else the engine's own default runtime, else the one an
+    earlier install of another engine chose (the wrapper is shared), else ``[gpu-env-runtime] runtime``,
+    else runc or crun found on the node. A runtime that is the shim itself is refused."""
+    root = options.root
+    chosen = options.runtime or engine_plan.runtime
+    if chosen is None:
+        installed = [m.get("runtime") for m in load_other_manifests(root, options.engine).values()]
+        chosen = next((found for found in installed if isinstance(found, str) and found), None)
+    chosen = chosen or configured(node, options).runtime or retire.resolve_node_runtime(root)
+    notes: list[str] = []
+    if chosen is None:
+        chosen = retire.FALLBACK_RUNTIMES[0]
+        notes.append(
+            f"warning: no runc or crun on the node's PATH ({paths.FIXED_PATH}) yet: the runtime wrapper "
+            "looks runc up there at each call; give --runtime PATH to fix it"
+        )
+    if not chosen.startswith("/") and "/" in chosen:
+        raise InstallError(f"--runtime {chosen}: must be an absolute path")
+    if chosen.startswith("/"):
+        notes += wrappers.check_runtime(node, chosen, root)
+    return chosen, notes
 
 
 def write_directories(root: str, directories: list[str]) -> None:
@@ -131,15 +182,21 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     others = load_other_manifests(root, plan.engine)
     retired = load_manifest(root, RETIRED)
     manifest_at = manifest_path(plan.engine)
-    created = missing_directories(root, [*(planned.path for planned in plan.files), manifest_at])
+    tree_link = f"{paths.RUNTIME_TREE}/current"
+    created = missing_directories(root, [tree_link, *(planned.path for planned in plan.files), manifest_at])
     sources = {**others, **({RETIRED: retired} if retired is not None else {})}
     manifest = build_manifest(plan, root, own, sources, created)
     manifest_data = dump_json(manifest, "install-manifest", rooted(root, manifest_at))
     stale = [
         entry for entry in (own or {}).get("files", []) if manifest_entry(manifest, entry["path"]) is None
     ]
+    content = tree.collect_tree()
     if dry_run:
         lines = [f"would create directory {rooted(root, directory)}" for directory in created]
+        lines.append(
+            f"would write {rooted(root, paths.RUNTIME_TREE)}/{content.name} ({len(content.files)} files: the "
+            f"package the engines run) and point {rooted(root, paths.RUNTIME_TREE)}/current at it"
+        )
         for planned in plan.files:
             lines.append(f"would write {rooted(root, planned.path)} (mode {planned.mode:04o}):")
             lines += ["    " + line for line in planned.data.decode().splitlines()]
@@ -150,6 +207,9 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     node = NodeRoot(root)
     node.write_atomic(manifest_at, manifest_data, mode=0o600)
     lines = [f"created directory {rooted(root, directory)}" for directory in created]
+    # The tree before the wrappers that start it: an engine never runs a wrapper whose package is missing.
+    compile_with = options.python if root in ("", "/") else None
+    lines += tree.write_tree(node, content, compile_with=compile_with)
     for planned in plan.files:
         node.write_atomic(planned.path, planned.data, mode=planned.mode, owner=kept_owner(node, planned.path))
         lines.append(f"wrote {rooted(root, planned.path)}")
@@ -275,12 +335,17 @@ def write_uninstall(
             for directory in reversed(manifest["directories"])
             if directory not in keep_dirs
         ]
+        if not others and manifest.get("tree"):
+            lines.append(f"would remove {rooted(root, manifest['tree'])}'s versions and current")
         return lines + purge_retired(root, proc=proc, dry_run=True) + list(AFTER_UNINSTALL[engine]())
     node = NodeRoot(root)
     if retired:
         record_retired(root, retired, keep_dirs)
     node.unlink(manifest_path(engine))
     lines.append(f"removed {manifest_at}")
+    if not others and manifest.get("tree"):
+        # The last engine: nothing starts the package any more (a retired wrapper runs no Python).
+        lines += tree.remove_tree(node, manifest["tree"])
     for directory in reversed(manifest["directories"]):
         where = rooted(root, directory)
         if directory in keep_dirs or not node.is_dir(directory):

@@ -153,7 +153,10 @@ def build_manifest(
                 "previous": previous,
             }
         )
-    ours = [planned.path for planned in plan.files] + [manifest_path(plan.engine)]
+    ours = [planned.path for planned in plan.files] + [
+        manifest_path(plan.engine),
+        paths.RUNTIME_TREE + "/current",
+    ]
     directories = list(created)
     for manifest in [own, *others.values()]:
         listed: list[str] = (manifest or {}).get("directories", [])
@@ -169,4 +172,5 @@ def build_manifest(
         "files": entries,
         "directories": directories,
         "runtime": plan.runtime,
+        "tree": paths.RUNTIME_TREE,
     }

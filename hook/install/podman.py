@@ -5,26 +5,35 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hook import envvars, paths
+from hook import paths
+from hook.config import DEFAULT_HOOK_TIMEOUT
 from hook.install.common import CONFIG_MODE, EnginePlan, InstallOptions, PlannedFile, dump_json
+from hook.install.wrappers import build_hook_entry
+
+# The interpreter packaging/oci-hooks.d's documents name (Debian's and most distributions' python3).
+PACKAGED_PYTHON = "/usr/bin/python3"
 
 
-def build_hook_json(stage: str, engine: str = "podman") -> dict[str, Any]:
-    """Build the oci-hooks.d 1.0.0 document that runs the hook wrapper at ``stage`` for every container
-    (for podman: the same document as ``packaging/oci-hooks.d``, which a test keeps equal).
+def build_hook_json(
+    stage: str,
+    engine: str = "podman",
+    *,
+    python: str = PACKAGED_PYTHON,
+    timeout: int = DEFAULT_HOOK_TIMEOUT,
+    config: str | None = None,
+) -> dict[str, Any]:
+    """Build the oci-hooks.d 1.0.0 document that starts the hook at ``stage`` for every container: the
+    interpreter itself with the launch code (``hook.install.wrappers.build_hook_entry``: no wrapper, a fixed
+    environment naming the engine, the OCI timeout). For podman with the defaults: the same document as
+    ``packaging/oci-hooks.d``, which a test keeps equal.
 
-    Its ``env`` names the engine (``GPU_ENV_HOOK_ENGINE``: whose annotations pin env files to pods); the
-    hook wrapper lets exactly that variable through. podman reads both hooks directories and a file in
-    ``/etc/containers/oci/hooks.d`` overrides the same name in ``/usr/share/containers/oci/hooks.d`` (CRI-O's
-    only one): a node with both installs CRI-O's in the latter and podman's in the former.
+    podman reads both hooks directories and a file in ``/etc/containers/oci/hooks.d`` overrides the same
+    name in ``/usr/share/containers/oci/hooks.d`` (CRI-O's only one): a node with both installs CRI-O's in
+    the latter and podman's in the former.
     """
     return {
         "version": "1.0.0",
-        "hook": {
-            "path": paths.HOOK_WRAPPER,
-            "args": [paths.HOOK_WRAPPER, stage],
-            "env": [f"PATH={paths.FIXED_PATH}", f"{envvars.GPU_ENV_HOOK_ENGINE}={engine}"],
-        },
+        "hook": build_hook_entry(stage, python=python, engine=engine, timeout=timeout, config=config),
         "when": {"always": True, "commands": [".*"]},
         "stages": [stage],
     }
@@ -36,7 +45,9 @@ def plan_hooks(options: InstallOptions) -> EnginePlan:
     for stage in ["prestart", *(["precreate"] if options.precreate else [])]:
         name = paths.HOOK_JSON_NAME if stage == "prestart" else paths.PRECREATE_JSON_NAME
         path = os.path.join(options.hooks_dir, name)
-        document = build_hook_json(stage, options.engine)
+        document = build_hook_json(
+            stage, options.engine, python=options.python, timeout=options.hook_timeout, config=options.config
+        )
         files.append(PlannedFile(path, dump_json(document, "hooks-json", path), CONFIG_MODE))
     note = f"next: {options.engine} reads {options.hooks_dir} when it creates a container: no restart needed"
     return EnginePlan(tuple(files), (note,))

@@ -1,60 +1,89 @@
-"""The wrappers the engines execute: small shell scripts that run this package's Python isolated (-I)."""
+"""How the engines start our Python: the wrappers, the oci-hooks.d ``hook`` entry, and the runtime tree.
+
+Every start runs the node's own copy of the package (``hook.install.tree``: ``/opt/gpu-env-hook/current``)
+with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launch``):
+
+* the **runtime wrapper** (``gpu-env-runtime``, POSIX sh): finds runc's command among its global flags and
+  execs the real runtime directly for everything but ``create``/``run``; only those start Python, with the
+  same runtime handed to the shim (``main(runtime=...)``: create and delete always reach one runtime). It
+  keeps the engine's environment (runc and hooks without an ``env`` read it), less the loader's variables.
+* the **hook wrapper** (``gpu-env-hook``, and the ``--as-nvidia-hook`` alias): ``env -i`` and a fixed
+  PATH plus the variables upstream reads to find its config (and the engine's name), because whoever runs
+  it may hand it any environment (``docker --gpus`` gives the hook runc's own).
+* the **oci-hooks.d entry**: no wrapper at all — the runtime starts the interpreter directly with the
+  entry's own ``env`` (a fixed PATH, ``GPU_ENV_HOOK_ENGINE``, the config), which is the whole environment
+  runc gives a hook with an ``env``; and the OCI ``timeout``.
+"""
 
 from __future__ import annotations
 
 import os
 import shlex
-import subprocess
+from typing import Any
 
 from hook import __version__, envvars, paths
-from hook.install.common import (
-    EXECUTABLE_MODE,
-    InstallError,
-    InstallOptions,
-    PlannedFile,
-    fill_template,
-    rooted,
-)
+from hook.install.common import EXECUTABLE_MODE, InstallError, InstallOptions, PlannedFile, fill_template
+from hook.install.rootfs import NodeRoot
+from hook.launch import PYTHON_FLAGS, build_code, literal
 
-# Console-script targets the wrappers run (pyproject's [project.scripts]).
 HOOK_ENTRY = "hook.__main__"
 RUNTIME_ENTRY = "hook.shim"
-# Variables a wrapper lets through from its caller (when non-empty); all others are dropped.
-# The hook keeps only the variables upstream reads to find its config.
-# GPU_ENV_HOOK_ENGINE: set by the oci-hooks.d JSON install writes (the engine whose annotations pin files).
+# Variables the hook wrapper lets through from its caller (when non-empty); all others are dropped: the two
+# upstream reads to find its config, and the engine's name (the oci-hooks.d entries of older installs, and
+# engines that set it for the runtime, like CRI-O's monitor_env).
 HOOK_KEEP_ENV = (envvars.NVIDIA_CTK_CONFIG_FILE_PATH, envvars.XDG_CONFIG_HOME, envvars.GPU_ENV_HOOK_ENGINE)
-# The runtime shim must hand runc the engine's environment (NOTIFY_SOCKET, XDG_RUNTIME_DIR, proxies for
-# hooks that inherit runc's environment, ...): None keeps it, less the dynamic loader's variables.
-RUNTIME_KEEP_ENV: tuple[str, ...] | None = None
 LOADER_ENV = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
+LOOP_MESSAGE = (
+    "refusing to run: the runtime it executed started it again (a loop); set the real runtime (runc, crun) "
+    "with `install --runtime PATH` or [gpu-env-runtime] runtime"
+)
 
 
-def build_wrapper(
-    name: str, entry: str, *, python: str, keep: tuple[str, ...] | None, config: str | None
+def value_flags_pattern() -> str:
+    """Return the sh ``case`` pattern of runc's and crun's global flags that take a value (``--root DIR``;
+    the ``--root=DIR`` form needs none), one or two dashes, from the shim's own list."""
+    from hook.shim import GLOBAL_VALUE_FLAGS
+
+    return " | ".join(f"-{flag} | --{flag}" for flag in sorted(GLOBAL_VALUE_FLAGS))
+
+
+def build_runtime_wrapper(
+    *, python: str, runtime: str, tree: str = paths.RUNTIME_TREE, config: str | None = None
 ) -> bytes:
-    """Build the shell wrapper that runs ``entry``'s ``main`` under ``python -I``.
+    """Build the runtime wrapper: ``runtime`` (a node path, or a name looked up on the fixed PATH at each
+    call) for every command, the shim (handed the same runtime) for ``create`` and ``run``."""
+    call = f"runtime={literal(runtime)}"
+    exports = ""
+    if config is not None:
+        name = envvars.NVIDIA_CTK_CONFIG_FILE_PATH
+        exports = f"{name}={shlex.quote(config)}\nexport {name}\n"
+    text = fill_template(
+        "runtime.sh.in",
+        {
+            "NAME": os.path.basename(paths.RUNTIME_WRAPPER),
+            "VERSION": __version__,
+            "RUNTIME": runtime,
+            "RUNTIME_QUOTED": shlex.quote(runtime),
+            "PYTHON": shlex.quote(python),
+            "SEARCH": " ".join(shlex.quote(directory) for directory in paths.FIXED_PATH.split(":")),
+            "LOOP": LOOP_MESSAGE.replace("'", ""),
+            "VALUE_FLAGS": value_flags_pattern(),
+            "EXPORTS": exports,
+            "CODE": shlex.quote(build_code(RUNTIME_ENTRY, "gpu-env-runtime", tree=tree, call=call)),
+        },
+    )
+    return text.encode()
 
-    ``keep``: the environment is built from scratch (``env -i``, a fixed PATH, then only these variables when
-    the caller set them); None: the caller's environment is kept, less LD_PRELOAD, LD_LIBRARY_PATH and
-    LD_AUDIT. ``config`` (a config.toml path) is baked in as NVIDIA_CTK_CONFIG_FILE_PATH, winning over the
-    caller's.
-    """
-    if keep is None:
-        parts = [f"-u {variable}" for variable in LOADER_ENV]
-        doc = (
-            "# The caller's environment is kept (runc, and the hooks that inherit it, need it), less the\n"
-            f"# dynamic loader's variables: {', '.join(LOADER_ENV)}."
-        )
-    else:
-        parts = ["-i", f"PATH={shlex.quote(paths.FIXED_PATH)}"]
-        doc = (
-            "# The environment is built from scratch by `env -i`: a fixed PATH, then only the variables\n"
-            "# named below, and those only when the caller set them. LD_PRELOAD, LD_LIBRARY_PATH,\n"
-            "# PYTHONPATH and every other inherited variable are dropped."
-        )
+
+def build_hook_wrapper(
+    name: str, *, python: str, tree: str = paths.RUNTIME_TREE, config: str | None = None
+) -> bytes:
+    """Build the hook wrapper: an empty environment but a fixed PATH and the kept variables (``config``, a
+    config.toml node path, baked in as NVIDIA_CTK_CONFIG_FILE_PATH and winning over the caller's)."""
+    parts = [f"PATH={shlex.quote(paths.FIXED_PATH)}"]
     if config is not None:
         parts.append(shlex.quote(f"{envvars.NVIDIA_CTK_CONFIG_FILE_PATH}={config}"))
-    for variable in keep or ():
+    for variable in HOOK_KEEP_ENV:
         if config is not None and variable == envvars.NVIDIA_CTK_CONFIG_FILE_PATH:
             continue
         parts.append(f'${{{variable}:+"{variable}=${variable}"}}')
@@ -63,60 +92,72 @@ def build_wrapper(
         {
             "NAME": name,
             "VERSION": __version__,
-            "ENVDOC": doc,
+            "TREE": tree,
             "ENV": "".join(f"    {part} \\\n" for part in parts),
             "PYTHON": shlex.quote(python),
-            "CODE": shlex.quote(f"from {entry} import main; raise SystemExit(main())"),
+            "CODE": shlex.quote(build_code(HOOK_ENTRY, "gpu-env-hook", tree=tree)),
         },
     )
     return text.encode()
 
 
-def check_python(options: InstallOptions) -> list[str]:
-    """Refuse an interpreter that is not there or that imports another copy of ``hook`` (root ``/``); under
-    another root, warn when it is not there yet (an image build or a DaemonSet may put it there later)."""
-    if not os.path.isabs(options.python):
-        raise InstallError(f"--python {options.python}: must be an absolute path")
-    found = rooted(options.root, options.python)
-    there = os.path.isfile(found) and os.access(found, os.X_OK)
-    if options.root not in ("", "/"):
-        return [] if there else [f"warning: no executable at {found} yet; the wrappers run {options.python}"]
-    if not there:
-        raise InstallError(f"--python {options.python}: no executable file there")
-    import hook
+def build_hook_entry(
+    stage: str,
+    *,
+    python: str,
+    engine: str,
+    timeout: int,
+    tree: str = paths.RUNTIME_TREE,
+    config: str | None = None,
+) -> dict[str, Any]:
+    """Build the oci-hooks.d ``hook`` entry that starts the hook at ``stage``: the interpreter itself, with
+    the launch code, a fixed environment (PATH, the engine, the config) and the OCI ``timeout``."""
+    env = [f"PATH={paths.FIXED_PATH}", f"{envvars.GPU_ENV_HOOK_ENGINE}={engine}"]
+    if config is not None:
+        env.append(f"{envvars.NVIDIA_CTK_CONFIG_FILE_PATH}={config}")
+    args = [python, *PYTHON_FLAGS, "-c", build_code(HOOK_ENTRY, "gpu-env-hook", tree=tree), stage]
+    return {"path": python, "args": args, "env": env, "timeout": timeout}
 
-    ours = os.path.dirname(os.path.realpath(hook.__file__))
-    probe = "import hook, os, sys; sys.stdout.write(os.path.dirname(os.path.realpath(hook.__file__)))"
-    proc = subprocess.run(
-        [options.python, "-I", "-c", probe],
-        env={"PATH": paths.FIXED_PATH},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if proc.returncode != 0 or proc.stdout != ours:
-        got = proc.stdout or "no hook package"
-        raise InstallError(f"--python {options.python}: imports {got} under -I, not {ours}")
+
+def check_runtime(node: NodeRoot, runtime: str, root: str) -> list[str]:
+    """Refuse a runtime that is the shim itself: the same file as the runtime wrapper, or (on this node,
+    root ``/``) one that answers the shim's probe (a script leading back to it). A runtime that is not there
+    is refused on ``/`` and a warning under another root (an image build may add it later)."""
+    import stat
+
+    found = node.stat(runtime)
+    if found is None or not stat.S_ISREG(found.st_mode) or not found.st_mode & 0o111:
+        if root not in ("", "/"):
+            return [
+                f"warning: no executable at {node.show(runtime)} yet; the runtime wrapper execs {runtime}"
+            ]
+        raise InstallError(f"--runtime {runtime}: no executable file at {node.show(runtime)}")
+    own = node.stat(paths.RUNTIME_WRAPPER)
+    if own is not None and (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
+        raise InstallError(f"--runtime {runtime}: that is the runtime wrapper itself; give runc or crun")
+    if root in ("", "/"):
+        from hook.shim import probe_is_shim
+
+        if probe_is_shim(runtime, {"PATH": paths.FIXED_PATH}):
+            raise InstallError(f"--runtime {runtime}: it leads back to gpu-env-runtime; give runc or crun")
     return []
 
 
-def plan(options: InstallOptions) -> tuple[list[PlannedFile], list[str]]:
+def plan(options: InstallOptions, *, runtime: str) -> tuple[list[PlannedFile], list[str]]:
     """Return the wrappers every engine gets (the NVIDIA alias with ``--as-nvidia-hook``) and their notes."""
 
-    def wrapper(path: str, entry: str, keep: tuple[str, ...] | None) -> PlannedFile:
-        data = build_wrapper(
-            os.path.basename(path), entry, python=options.python, keep=keep, config=options.config
-        )
+    def hook_wrapper(path: str) -> PlannedFile:
+        data = build_hook_wrapper(os.path.basename(path), python=options.python, config=options.config)
         return PlannedFile(path, data, EXECUTABLE_MODE)
 
     notes: list[str] = []
+    runtime_data = build_runtime_wrapper(python=options.python, runtime=runtime, config=options.config)
     files = [
-        wrapper(paths.HOOK_WRAPPER, HOOK_ENTRY, HOOK_KEEP_ENV),
-        wrapper(paths.RUNTIME_WRAPPER, RUNTIME_ENTRY, RUNTIME_KEEP_ENV),
+        hook_wrapper(paths.HOOK_WRAPPER),
+        PlannedFile(paths.RUNTIME_WRAPPER, runtime_data, EXECUTABLE_MODE),
     ]
     if options.as_nvidia_hook:
-        files.append(wrapper(paths.NVIDIA_HOOK_ALIAS, HOOK_ENTRY, HOOK_KEEP_ENV))
+        files.append(hook_wrapper(paths.NVIDIA_HOOK_ALIAS))
         notes.append(
             f"next: {paths.NVIDIA_HOOK_ALIAS} runs gpu-env-hook: `docker run --gpus` (and whatever else "
             "looks nvidia-container-runtime-hook up on a PATH with /usr/local/bin first) now uses it"

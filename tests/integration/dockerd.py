@@ -7,7 +7,7 @@ new mount and PID namespaces (``unshare --mount --pid --fork --kill-child``) whe
 * the node tree's ``usr/local`` is ``/usr/local`` (the wrappers and ``nvidia-container-runtime-hook`` at the
   node paths ``install --root NODE`` wrote into daemon.json), its ``etc/docker`` is ``/etc/docker`` (so
   dockerd reads the node's ``daemon.json`` at its usual place, reloads it on SIGHUP, and writes its
-  ``key.json`` into the node tree), and its ``opt`` is ``/opt`` when the node has one;
+  ``key.json`` into the node tree), and its ``opt/gpu-env-hook`` is ``/opt/gpu-env-hook`` when the node has one;
 * a fresh tmpfs is ``/run``: the sockets and state containerd and its shims keep there
   (``/run/containerd/s``, ``/run/docker``) never reach the host's.
 
@@ -67,9 +67,12 @@ def available() -> bool:
 def _script(node: Path) -> str:
     """The shell run inside the new namespaces before it execs dockerd."""
     binds = [(node / "usr/local", "/usr/local"), (node / "etc/docker", "/etc/docker")]
-    if (node / "opt").is_dir():
-        binds.append((node / "opt", "/opt"))
-    lines = ["set -e", "mount -t tmpfs -o mode=0755 tmpfs /run"]
+    # The runtime tree install writes (/opt/gpu-env-hook), when the node has its directory (a test that
+    # installs while dockerd runs creates it first).
+    tree = node / "opt/gpu-env-hook"
+    if tree.is_dir():
+        binds.append((tree, "/opt/gpu-env-hook"))
+    lines = ["set -e", "mount -t tmpfs -o mode=0755 tmpfs /run", "mkdir -p /opt/gpu-env-hook"]
     lines += [f'mount --bind "{source}" "{target}"' for source, target in binds]
     lines.append(f'exec {INIT} -- "$@"')
     return "\n".join(lines)

@@ -49,6 +49,8 @@ class Node:
         self.daemon_json = self.root / paths.DOCKER_DAEMON_JSON.lstrip("/")
         self.daemon_json.parent.mkdir(parents=True)
         self.daemon_json.write_bytes(DAEMON_JSON)
+        # The runtime tree's directory, there before dockerd starts so that it sees what install puts in it.
+        (self.root / "opt/gpu-env-hook").mkdir(parents=True)
         config = self.root / CONFIG.lstrip("/")
         config.parent.mkdir(parents=True)
         config.write_text(

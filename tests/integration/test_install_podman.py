@@ -58,11 +58,12 @@ class Node:
         self.hooks_dir = self.root / paths.OCI_HOOKS_DIRS[0].lstrip("/")
 
     def run(self, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        """Run ``argv`` with ``env`` in a private mount namespace where the node's usr/local is /usr/local."""
-        command = 'mount --bind "$1" /usr/local && shift && exec "$@"'
+        """Run ``argv`` with ``env`` in a private mount namespace where the node's usr/local is /usr/local
+        and its opt (the runtime tree install writes) is /opt."""
+        command = 'mount --bind "$1" /usr/local && mount --bind "$2" /opt && shift 2 && exec "$@"'
         wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", command, "sh"]
         return subprocess.run(
-            [*wrapped, str(self.root / "usr/local"), *argv],
+            [*wrapped, str(self.root / "usr/local"), str(self.root / "opt"), *argv],
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,

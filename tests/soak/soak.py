@@ -98,7 +98,17 @@ class Node:
              "--python", sys.executable, "--config", str(config)],
             check=True, capture_output=True,
         )  # fmt: skip
-        wrapper = next(path for path in node.rglob("gpu-env-runtime") if path.is_file())
+        installed = next(path for path in node.rglob("gpu-env-runtime") if path.is_file())
+        # The installed files name the node's runtime tree (/opt/gpu-env-hook): each call runs in a private
+        # mount namespace where the scratch node's opt is /opt (unshare execs, so the pid is the shim's).
+        wrapper = work / "gpu-env-runtime"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            'exec unshare --mount --propagation private sh -c \'mount --bind "$0" /opt && exec "$@"\' '
+            f'"{node / "opt"}" "{installed}" "$@"\n',
+            encoding="utf-8",
+        )
+        wrapper.chmod(0o755)
         rootfs = make_busybox_rootfs(work / "rootfs")
         return cls(work=work, wrapper=wrapper, state=work / "runc-root", env_dir=env_dir, records=records,
                    rootfs=rootfs)  # fmt: skip

@@ -138,11 +138,13 @@ def test_hooks_entry_with_a_missing_executable_is_named(node: Path) -> None:
         f"{HOOKS}/oci-nvidia-hook.json (/usr/bin/nvidia-container-toolkit): missing or not executable; podman "
         "and CRI-O skip such an entry silently (the container starts without that hook: no GPU, no error)"
     )
-    install(node, "podman")
-    (node / paths.HOOK_WRAPPER.lstrip("/")).unlink()
+    python = node / "usr/bin/python3"
+    put(node, "/usr/bin/python3", "#!/bin/sh\n", 0o755)  # the node's interpreter, as far as this check sees
+    write_install(InstallOptions(engine="podman", python="/usr/bin/python3", root=str(node)))
+    assert f"{HOOKS}/gpu-env-hook.json" not in coexist.check_hooks_executables(str(node)).detail
+    python.unlink()  # the interpreter the entry starts is gone
     assert (
-        f"{HOOKS}/gpu-env-hook.json ({paths.HOOK_WRAPPER})"
-        in coexist.check_hooks_executables(str(node)).detail
+        f"{HOOKS}/gpu-env-hook.json (/usr/bin/python3)" in coexist.check_hooks_executables(str(node)).detail
     )
 
 

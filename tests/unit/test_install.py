@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,18 +16,17 @@ import pytest
 from hook import paths
 from hook.install import (
     HOOK_ENTRY,
-    HOOK_KEEP_ENV,
-    RUNTIME_KEEP_ENV,
     InstallError,
     InstallOptions,
     build_hook_json,
-    build_wrapper,
+    build_hook_wrapper,
     merge_daemon_json,
     rooted,
     unmerge_daemon_json,
     write_install,
     write_uninstall,
 )
+from hook.launch import build_code
 from hook.schema import validate_document
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,9 +154,11 @@ def test_install_writes_the_engines_files(
 
 
 def test_hook_json_is_written_last(install: Install) -> None:
-    """Executables come first and the oci-hooks.d JSON last, so podman never sees a hook without its path."""
+    """The tree first, the executables next and the oci-hooks.d JSON last, so podman never sees a hook
+    without its path, nor a wrapper without its package."""
     lines = [line for line in install("crio") if line.startswith("wrote ")]
-    assert lines[0].endswith(paths.HOOK_WRAPPER)
+    assert lines[0].endswith("(the package the engines run)")
+    assert lines[1].endswith(paths.HOOK_WRAPPER)
     assert lines[-2].endswith("hooks.d/gpu-env-hook.json")
     assert lines[-1].endswith("install-crio.json (what uninstall undoes)")
 
@@ -271,70 +273,57 @@ def fake_python(tmp_path: Path) -> Path:
     """An executable that prints its arguments and its environment, standing in for the interpreter."""
     path = tmp_path / "bin dir" / "python's"
     path.parent.mkdir()
-    path.write_text('#!/bin/sh\nfor a in "$@"; do echo "arg=$a"; done\nenv | sort | sed "s/^/env=/"\n')
+    path.write_text(
+        '#!/bin/sh\nfor a in "$@"; do printf "arg=%s\\n" "$(printf %s "$a" | tr "\\n" "\\001")"; done\n'
+        'env | sort | sed "s/^/env=/"\n'
+    )
     path.chmod(0o755)
     return path
 
 
 @pytest.mark.parametrize(
-    ("keep", "config", "caller", "expected_env"),
+    ("config", "caller", "expected_env"),
     [
         pytest.param(
-            HOOK_KEEP_ENV,
             None,
             {"LD_PRELOAD": "/evil.so", "PYTHONPATH": "/evil", "HOME": "/root", "XDG_CONFIG_HOME": "/xdg"},
             {"PATH": paths.FIXED_PATH, "XDG_CONFIG_HOME": "/xdg"},
             id="hook-drops-everything-but-config-lookup",
         ),
         pytest.param(
-            HOOK_KEEP_ENV,
             None,
             {"NVIDIA_CTK_CONFIG_FILE_PATH": "/etc/x.toml", "XDG_CONFIG_HOME": ""},
             {"PATH": paths.FIXED_PATH, "NVIDIA_CTK_CONFIG_FILE_PATH": "/etc/x.toml"},
             id="empty-variable-dropped",
         ),
         pytest.param(
-            HOOK_KEEP_ENV,
             "/etc/my config.toml",
             {"NVIDIA_CTK_CONFIG_FILE_PATH": "/elsewhere.toml", "PATH": "/evil"},
             {"PATH": paths.FIXED_PATH, "NVIDIA_CTK_CONFIG_FILE_PATH": "/etc/my config.toml"},
             id="baked-config-wins",
         ),
-        pytest.param(
-            RUNTIME_KEEP_ENV,
-            None,
-            {
-                "PATH": "/usr/bin:/bin",
-                "NOTIFY_SOCKET": "/s",
-                "HTTPS_PROXY": "http://p",
-                "LD_LIBRARY_PATH": "/e",
-                "LD_PRELOAD": "/x.so",
-            },
-            {"PATH": "/usr/bin:/bin", "NOTIFY_SOCKET": "/s", "HTTPS_PROXY": "http://p"},
-            id="runtime-keeps-the-engines-environment-less-the-loader",
-        ),
     ],
 )
-def test_wrapper_runs_isolated_with_a_minimal_environment(
+def test_hook_wrapper_runs_isolated_with_a_minimal_environment(
     tmp_path: Path,
     fake_python: Path,
-    keep: tuple[str, ...] | None,
     config: str | None,
     caller: dict[str, str],
     expected_env: dict[str, str],
 ) -> None:
-    """The wrapper runs the fixed interpreter with -I: the hook with only PATH plus the kept variables, the
-    runtime with the caller's environment less the loader's variables."""
+    """The hook wrapper runs the fixed interpreter -I -S -X utf8 with the launch code (the tree's lib on
+    sys.path), with only PATH plus the kept variables."""
     wrapper = tmp_path / "wrapper"
-    wrapper.write_bytes(build_wrapper("w", HOOK_ENTRY, python=str(fake_python), keep=keep, config=config))
+    wrapper.write_bytes(build_hook_wrapper("w", python=str(fake_python), config=config))
     wrapper.chmod(0o755)
     proc = subprocess.run(
         [str(wrapper), "prestart", "a b"], env=caller, capture_output=True, text=True, check=True
     )
     lines = proc.stdout.splitlines()
-    args = [line[4:] for line in lines if line.startswith("arg=")]
+    args = [line[4:].replace("\x01", "\n") for line in lines if line.startswith("arg=")]
     env = dict(line[4:].split("=", 1) for line in lines if line.startswith("env="))
-    assert args == ["-I", "-c", "from hook.__main__ import main; raise SystemExit(main())", "prestart", "a b"]
+    code = build_code(HOOK_ENTRY, "gpu-env-hook", tree=paths.RUNTIME_TREE)
+    assert args == ["-I", "-S", "-X", "utf8", "-c", code, "prestart", "a b"]
     env.pop("PWD", None)  # set by the fake interpreter's own shell
     assert env == expected_env
 
@@ -342,16 +331,19 @@ def test_wrapper_runs_isolated_with_a_minimal_environment(
 def test_installed_wrapper_ignores_a_shadowing_pythonpath(
     node: Path, install: Install, tmp_path: Path
 ) -> None:
-    """A PYTHONPATH holding another ``hook`` package changes nothing: the installed hook still runs."""
+    """A PYTHONPATH holding another ``hook`` package changes nothing: the hook runs from the installed tree
+    (here the scratch node's, named in a wrapper built for it)."""
     shadow = tmp_path / "shadow" / "hook"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise SystemExit('shadowed')\n")
     (shadow / "__main__.py").write_text("raise SystemExit('shadowed')\n")
     install("podman")
-    wrapper = rooted(str(node), paths.HOOK_WRAPPER)
+    wrapper = tmp_path / "gpu-env-hook"
+    wrapper.write_bytes(build_hook_wrapper("w", python=PYTHON, tree=str(node / "opt/gpu-env-hook")))
+    wrapper.chmod(0o755)
     env = {"PYTHONPATH": str(shadow.parent), "PYTHONHOME": "/nonexistent", "PYTHONSTARTUP": str(shadow)}
     proc = subprocess.run(
-        [wrapper, "-version"], env=env, cwd=shadow.parent, capture_output=True, text=True, check=False
+        [str(wrapper), "-version"], env=env, cwd=shadow.parent, capture_output=True, text=True, check=False
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "gpu-env-hook version 0.1.0\n", "")
 
@@ -436,6 +428,12 @@ def test_dry_run_writes_nothing(node: Path) -> None:
     lines = write_install(options, dry_run=True)
     assert snapshot(node) == before
     written = [line for line in lines if line.startswith("would write ")]
+    tree = f"{node}{paths.RUNTIME_TREE}"
+    assert re.fullmatch(
+        rf"would write {re.escape(tree)}/0\.1\.0-[0-9a-f]{{12}} \(\d+ files: the package the engines run\) "
+        rf"and point {re.escape(tree)}/current at it",
+        written.pop(0),
+    )
     assert written == [
         f"would write {node}{paths.HOOK_WRAPPER} (mode 0755):",
         f"would write {node}{paths.RUNTIME_WRAPPER} (mode 0755):",
@@ -510,7 +508,7 @@ def test_install_warns_about_an_interpreter_not_yet_under_root(node: Path) -> No
     """Under another root (image build, DaemonSet) a missing interpreter is a warning, not a refusal."""
     lines = write_install(InstallOptions(engine="podman", python="/opt/py/bin/python3", root=str(node)))
     assert (
-        f"warning: no executable at {node}/opt/py/bin/python3 yet; the wrappers run /opt/py/bin/python3"
+        f"warning: no executable at {node}/opt/py/bin/python3 yet; the engines run /opt/py/bin/python3"
         in lines
     )
 
@@ -534,13 +532,28 @@ def test_install_refuses_to_overwrite_another_engines_different_wrapper(node: Pa
 def test_hooks_json_names_its_engine_and_the_hook_wrapper_lets_it_through(
     node: Path, install: Install, engine: str
 ) -> None:
-    """The hooks JSON sets GPU_ENV_HOOK_ENGINE=<engine> for the hook (whose annotations pin env files); the
-    hook wrapper, which builds its environment from scratch, keeps exactly that variable."""
+    """The hooks JSON starts the interpreter itself (-I -S -X utf8, the launch code) with a fixed environment
+    naming the engine (GPU_ENV_HOOK_ENGINE) and the hook's timeout; the hook wrapper, which builds its
+    environment from scratch, keeps that variable."""
     install(engine)
     document = json.loads((node / "usr/share/containers/oci/hooks.d/gpu-env-hook.json").read_text())
-    assert document["hook"]["env"][1:] == [f"GPU_ENV_HOOK_ENGINE={engine}"]
+    code = build_code(HOOK_ENTRY, "gpu-env-hook", tree=paths.RUNTIME_TREE)
+    assert document["hook"] == {
+        "path": PYTHON,
+        "args": [PYTHON, "-I", "-S", "-X", "utf8", "-c", code, "prestart"],
+        "env": [f"PATH={paths.FIXED_PATH}", f"GPU_ENV_HOOK_ENGINE={engine}"],
+        "timeout": 60,
+    }
     wrapper = (node / paths.HOOK_WRAPPER.lstrip("/")).read_text()
     assert '${GPU_ENV_HOOK_ENGINE:+"GPU_ENV_HOOK_ENGINE=$GPU_ENV_HOOK_ENGINE"}' in wrapper
+
+
+def test_hooks_json_timeout_comes_from_the_config(node: Path, install: Install) -> None:
+    """[gpu-env-hook] timeout of the config the hook reads becomes the hooks JSON's OCI timeout."""
+    (node / "etc/nvidia-container-runtime/config.toml").write_text("[gpu-env-hook]\ntimeout = 7\n")
+    install("podman")
+    document = json.loads((node / "usr/share/containers/oci/hooks.d/gpu-env-hook.json").read_text())
+    assert document["hook"]["timeout"] == 7
 
 
 def test_podman_and_crio_refuse_to_share_one_hooks_json(node: Path, install: Install) -> None:

@@ -225,15 +225,20 @@ def test_precreate_process_refused(
     ],
 )
 def test_oci_hooks_json(name: str, stage: str) -> None:
-    """Each shipped hook JSON is the 1.0.0 format, runs the installed wrapper with full args, a fixed PATH
-    and its engine (podman's: the pod-binding engine)."""
+    """Each shipped hook JSON is the 1.0.0 format and starts the interpreter itself with the launch code
+    (the node's tree, -I -S -X utf8), full args, a fixed PATH, its engine (podman's: the pod-binding engine)
+    and the hook's timeout."""
+    from hook.launch import build_code
+
     document = json.loads((HOOKS_DIR / name).read_text())
+    code = build_code("hook.__main__", "gpu-env-hook", tree=paths.RUNTIME_TREE)
     assert document == {
         "version": "1.0.0",
         "hook": {
-            "path": paths.HOOK_WRAPPER,
-            "args": [paths.HOOK_WRAPPER, stage],
+            "path": "/usr/bin/python3",
+            "args": ["/usr/bin/python3", "-I", "-S", "-X", "utf8", "-c", code, stage],
             "env": [f"PATH={paths.FIXED_PATH}", "GPU_ENV_HOOK_ENGINE=podman"],
+            "timeout": 60,
         },
         "when": {"always": True, "commands": [".*"]},
         "stages": [stage],

@@ -1,0 +1,321 @@
+"""The self-contained runtime tree: the node's own copy of the hot-path package, under ``/opt/gpu-env-hook``.
+
+The engines start our Python on every container start, long after ``install`` ran: what they start must
+depend on neither a checkout nor a development venv (``make clean``, a deleted checkout or a venv rebuilt
+for another Python must not break a node). So ``install`` copies the package into a tree of its own::
+
+    /opt/gpu-env-hook/
+        0.1.0-1a2b3c4d5e6f/          one version: <package version>-<digest of its files>
+            lib/hook/...             the package (pure Python: no site-packages, no dependency needed)
+            .gpu-env-hook-tree       what this directory is (only such directories are ever removed)
+        current -> 0.1.0-1a2b3c4d5e6f
+
+and the wrappers and hooks JSON start ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launch``), which
+reads ``current`` once and puts that version's ``lib`` on ``sys.path``. A version directory is named by its
+content, so it is never rewritten while something runs from it: a new version is built under a temporary
+name, renamed into place whole, and ``current`` is switched by an atomic rename of a new symlink. The
+version ``current`` pointed at before stays (a create that started just before the switch still imports
+from it); older ones are removed. Nothing else in the directory (a DaemonSet's interpreter, say) is touched.
+
+The hot path imports only the standard library (``tests/test_import_guard.py``), so the package alone is
+the runtime: ``HOT_PATH_DEPENDENCIES`` names third-party top-level packages to copy beside it, none today.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import subprocess
+from typing import NamedTuple
+
+from hook import __version__, paths
+from hook.install.common import InstallError
+from hook.install.rootfs import NodeRoot, could_not
+from hook.launch import CURRENT, LIB
+
+TREE_MARK = ".gpu-env-hook-tree"
+# Third-party top-level packages the hot path imports (copied into lib/ beside hook): none.
+HOT_PATH_DEPENDENCIES: tuple[str, ...] = ()
+_SKIPPED_DIRS = ("__pycache__",)
+_SKIPPED_SUFFIXES = (".pyc", ".pyo")
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+
+
+class TreeContent(NamedTuple):
+    """The files of one version (relative to its directory, ``lib/hook/...``) and the version's name."""
+
+    name: str
+    files: tuple[tuple[str, bytes], ...]
+
+
+def package_dirs() -> list[tuple[str, str]]:
+    """Return (top-level name, directory on disk) of ``hook`` and each hot-path dependency."""
+    import importlib
+
+    found = []
+    for name in ("hook", *HOT_PATH_DEPENDENCIES):
+        module = importlib.import_module(name)
+        where = os.path.dirname(os.path.abspath(module.__file__ or ""))
+        found.append((name, where))
+    return found
+
+
+def collect_tree() -> TreeContent:
+    """Read the package files this process runs from; name the version by their digest."""
+    files: list[tuple[str, bytes]] = []
+    for name, directory in package_dirs():
+        for parent, dirs, names in os.walk(directory):
+            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+            for file_name in sorted(names):
+                if file_name.endswith(_SKIPPED_SUFFIXES):
+                    continue
+                path = os.path.join(parent, file_name)
+                relative = os.path.relpath(path, directory)
+                with open(path, "rb") as fh:
+                    files.append((f"{LIB}/{name}/{relative}", fh.read()))
+    digest = hashlib.sha256()
+    for relative, data in files:
+        digest.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
+    return TreeContent(f"{__version__}-{digest.hexdigest()[:12]}", tuple(files))
+
+
+def editable_warning() -> str | None:
+    """Say so when this package is an editable install (a checkout): the node gets a copy of it as it is."""
+    import json
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("gpu-env-hook").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        text = None
+    editable = False
+    if text:
+        with contextlib.suppress(ValueError):
+            editable = bool(json.loads(text).get("dir_info", {}).get("editable"))
+    if not editable:
+        return None
+    import hook
+
+    source = os.path.dirname(os.path.dirname(os.path.abspath(hook.__file__ or "")))
+    return (
+        f"warning: gpu-env-hook is an editable install ({source}): the node gets a copy of that checkout as "
+        "it is now, not a released version; install from a wheel on production nodes"
+    )
+
+
+def ensure_directory(node: NodeRoot, directory: str) -> list[str]:
+    """Create ``directory`` and its missing parents (0755) beneath the root; return the node paths created."""
+    missing = []
+    current = directory
+    while current not in ("", "/") and not node.is_dir(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    for path in reversed(missing):
+        node.mkdir(path, DIR_MODE)
+    return list(reversed(missing))
+
+
+def write_tree(
+    node: NodeRoot, content: TreeContent, tree: str = paths.RUNTIME_TREE, *, compile_with: str | None
+) -> list[str]:
+    """Put ``content`` at ``<tree>/<name>`` (unless it is there already), switch ``current`` to it, and
+    remove versions older than the one ``current`` named before. ``compile_with``: an interpreter (as seen
+    from here) that byte-compiles the new version; None leaves that to the first start. Return the report."""
+    lines = [f"created directory {node.show(path)}" for path in ensure_directory(node, tree)]
+    version = f"{tree}/{content.name}"
+    if not node.is_dir(version):
+        build_version(node, tree, content, compile_with=compile_with)
+        lines.append(f"wrote {node.show(version)} (the package the engines run)")
+    previous = current_version(node, tree)
+    if previous != content.name:
+        node.symlink_atomic(f"{tree}/{CURRENT}", content.name)
+        lines.append(f"switched {node.show(tree + '/' + CURRENT)} to {content.name}")
+    keep = {content.name, previous}
+    lines += [
+        f"removed {node.show(tree + '/' + old)} (an older version)"
+        for old in remove_versions(node, tree, keep)
+    ]
+    return lines
+
+
+def current_version(node: NodeRoot, tree: str) -> str | None:
+    """Return the version directory ``current`` names (None: no link)."""
+    found = node.lstat(f"{tree}/{CURRENT}")
+    if found is None or not stat.S_ISLNK(found.st_mode):
+        return None
+    return os.path.basename(node.readlink(f"{tree}/{CURRENT}").rstrip("/"))
+
+
+def build_version(node: NodeRoot, tree: str, content: TreeContent, *, compile_with: str | None) -> None:
+    """Write the version under a temporary name in ``tree`` and rename it into place whole."""
+    where = node.show(f"{tree}/{content.name}")
+    try:
+        with node.parent(f"{tree}/{content.name}") as (parent, name):
+            tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+            os.mkdir(tmp, DIR_MODE, dir_fd=parent)
+            try:
+                top = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                try:
+                    os.fchmod(top, DIR_MODE)
+                    _write_files(top, content)
+                    if compile_with is not None:
+                        _compile(
+                            compile_with, f"/proc/self/fd/{top}/{LIB}", f"{tree}/{content.name}/{LIB}", top
+                        )
+                finally:
+                    os.close(top)
+                os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                _remove_all(parent, tmp)
+                raise
+    except OSError as err:
+        raise could_not("write", where, err) from None
+
+
+def _write_files(top: int, content: TreeContent) -> None:
+    """Write every file (and the directories on the way) below the directory ``top``, then the marker."""
+    made: set[str] = set()
+    for relative, data in (*content.files, (TREE_MARK, f"gpu-env-hook {content.name}\n".encode())):
+        parts = relative.split("/")
+        for depth in range(1, len(parts)):
+            directory = "/".join(parts[:depth])
+            if directory not in made:
+                os.mkdir(directory, DIR_MODE, dir_fd=top)
+                os.chmod(directory, DIR_MODE, dir_fd=top)
+                made.add(directory)
+        fd = os.open(
+            relative,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            FILE_MODE,
+            dir_fd=top,
+        )
+        try:
+            os.fchmod(fd, FILE_MODE)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _compile(python: str, lib: str, node_lib: str, top: int) -> None:
+    """Byte-compile ``lib`` with the interpreter the engines run (its own cache tags), naming the files by
+    their node paths; a failure only leaves the compiling to the first start."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [python, "-I", "-S", "-X", "utf8", "-m", "compileall", "-q", "-d", node_lib, lib],
+            env={"PATH": paths.FIXED_PATH},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+            pass_fds=(top,),
+        )
+
+
+def remove_versions(node: NodeRoot, tree: str, keep: set[str | None]) -> list[str]:
+    """Remove the version directories of ``tree`` (those holding our marker) not in ``keep``; return them."""
+    removed = []
+    try:
+        with node.parent(f"{tree}/{CURRENT}") as (parent, _):
+            fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
+            try:
+                names = sorted(os.listdir(fd))
+            finally:
+                os.close(fd)
+            for name in names:
+                if name in keep or not _is_version(parent, name):
+                    continue
+                _remove_all(parent, name)
+                removed.append(name)
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise could_not("clean", node.show(tree), err) from None
+    return removed
+
+
+def remove_tree(node: NodeRoot, tree: str = paths.RUNTIME_TREE) -> list[str]:
+    """Remove ``current`` and every version directory of ``tree`` (the directory itself, when install created
+    it, goes with the manifest's directories)."""
+    if not node.is_dir(tree):
+        return []
+    found = node.lstat(f"{tree}/{CURRENT}")
+    lines = []
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        node.unlink(f"{tree}/{CURRENT}")
+        lines.append(f"removed {node.show(tree + '/' + CURRENT)}")
+    lines += [f"removed {node.show(tree + '/' + name)}" for name in remove_versions(node, tree, set())]
+    return lines
+
+
+def _is_version(parent: int, name: str) -> bool:
+    """Tell whether ``name`` in the directory ``parent`` is a version directory install wrote."""
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        return stat.S_ISDIR(st.st_mode) and os.path.exists(f"/proc/self/fd/{parent}/{name}/{TREE_MARK}")
+    except OSError:
+        return False
+
+
+def _remove_all(parent: int, name: str) -> None:
+    """Remove the directory ``name`` in ``parent`` and everything below it, never following a symlink."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    except OSError:
+        os.unlink(name, dir_fd=parent)
+        return
+    try:
+        for entry in os.listdir(fd):
+            st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                _remove_all(fd, entry)
+            else:
+                os.unlink(entry, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
+
+
+def check_interpreter(python: str, root: str) -> list[str]:
+    """Refuse an interpreter that is not an executable file on the node (root ``/``), or older than 3.11;
+    under another root, warn when it is not there yet (a DaemonSet may put it there later)."""
+    if not python.startswith("/"):
+        raise InstallError(f"--python {python}: must be an absolute path")
+    node = NodeRoot(root)
+    found = node.stat(python)
+    there = found is not None and stat.S_ISREG(found.st_mode) and bool(found.st_mode & 0o111)
+    if root not in ("", "/"):
+        return (
+            [] if there else [f"warning: no executable at {node.show(python)} yet; the engines run {python}"]
+        )
+    if not there:
+        raise InstallError(f"--python {python}: no executable file there")
+    probe = "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-S", "-c", probe],
+            env={"PATH": paths.FIXED_PATH},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        raise InstallError(f"--python {python}: cannot run it: {err}") from None
+    major, _, minor = proc.stdout.partition(".")
+    if (
+        proc.returncode != 0
+        or not (major.isdigit() and minor.isdigit())
+        or (int(major), int(minor)) < (3, 11)
+    ):
+        got = proc.stdout or "no version"
+        raise InstallError(f"--python {python}: must be Python 3.11 or later, got {got}")
+    return []
