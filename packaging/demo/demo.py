@@ -171,9 +171,24 @@ def run_through_shim(
     command(f"NVIDIA_CTK_CONFIG_FILE_PATH={config} {runtime} {' '.join(args)}")
     # As an engine would: some inherited environment, which the wrapper drops (all but the config path).
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/nonexistent", "NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}
+    # The installed files name the node's runtime tree, /opt/gpu-env-hook: run where the scratch node's is
+    # there (a private mount namespace with /opt on tmpfs, so this machine's /opt is not touched).
+    tree = runtime.parents[4] / "opt/gpu-env-hook"
+    namespace = 'mount -t tmpfs tmpfs /opt && mkdir /opt/gpu-env-hook && mount --bind "$0" /opt/gpu-env-hook && exec "$@"'
     try:
         return subprocess.run(
-            [str(runtime), *args],
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                namespace,
+                str(tree),
+                str(runtime),
+                *args,
+            ],
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
