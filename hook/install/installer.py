@@ -208,7 +208,10 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     node.write_atomic(manifest_at, manifest_data, mode=0o600)
     lines = [f"created directory {rooted(root, directory)}" for directory in created]
     # The tree before the wrappers that start it: an engine never runs a wrapper whose package is missing.
-    compile_with = options.python if root in ("", "/") else None
+    # Byte-compiled by the interpreter the engines run (its cache tag), found beneath the root: under
+    # --root (a DaemonSet) too when it is already there; otherwise the first start compiles.
+    there = node.stat(options.python)
+    compile_with = node.show(options.python) if there is not None and there.st_mode & 0o111 else None
     lines += tree.write_tree(node, content, compile_with=compile_with)
     for planned in plan.files:
         node.write_atomic(planned.path, planned.data, mode=planned.mode, owner=kept_owner(node, planned.path))

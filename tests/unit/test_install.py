@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -638,3 +639,15 @@ def test_cli_install_error_is_one_line(node: Path) -> None:
         proc.stderr
         == "gpu-env-hook: --precreate: only podman runs precreate hooks; use it with --engine podman\n"
     )
+
+
+def test_tree_is_byte_compiled_by_the_node_interpreter(node: Path) -> None:
+    """When the interpreter the engines run is already beneath --root, it byte-compiles the new version
+    (its own cache tag), so no container start pays the compile."""
+    real = Path(os.path.realpath(PYTHON))
+    (node / "usr/bin").mkdir(parents=True)
+    shutil.copy2(real, node / "usr/bin/python3")
+    write_install(InstallOptions(engine="podman", python="/usr/bin/python3", root=str(node)))
+    (version,) = [path for path in (node / "opt/gpu-env-hook").iterdir() if path.name != "current"]
+    compiled = list((version / "lib/hook/__pycache__").glob("shim.*.pyc"))
+    assert compiled, sorted(p.name for p in (version / "lib/hook").iterdir())
