@@ -57,28 +57,23 @@ def open_beneath(path: str, directories: tuple[str, ...]) -> int:
     is opened relative to its parent with O_NOFOLLOW, and the file itself is checked with lstat before the
     open so that FIFOs, sockets and device nodes are never opened.
     """
-    directory, components = split_beneath(path, directories)
+    parent, where, name = _walk_to_parent(path, directories)
     try:
-        current = posix.open(directory, posix.O_PATH | posix.O_DIRECTORY | posix.O_CLOEXEC)
-    except FileNotFoundError:
-        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
-    except OSError as err:
-        raise refuse(path, f"cannot open its directory: {errno_text(err)}") from None
-    where = directory.rstrip("/") or "/"
-    try:
-        for depth, name in enumerate(components[:-1], start=1):
-            following = _open_component(current, where, name, path, depth)
-            posix.close(current)
-            current = following
-            where = paths.join(where, name)
-        return _open_leaf(current, where, components[-1], path)
+        return _open_leaf(parent, where, name, path)
     finally:
-        posix.close(current)
+        posix.close(parent)
 
 
 def open_directory_beneath(path: str, directories: tuple[str, ...]) -> tuple[int, str]:
     """Open the directory that is to hold ``path`` (for writing it), by the same walk as :func:`open_beneath`;
     return an ``O_PATH`` descriptor of it and the file's name in it. The caller closes the descriptor."""
+    parent, _, name = _walk_to_parent(path, directories)
+    return parent, name
+
+
+def _walk_to_parent(path: str, directories: tuple[str, ...]) -> tuple[int, str, str]:
+    """Walk from the configured directory to the one holding ``path``, no symlink followed; return its
+    ``O_PATH`` descriptor, its path (for messages) and the last component's name."""
     directory, components = split_beneath(path, directories)
     try:
         current = posix.open(directory, posix.O_PATH | posix.O_DIRECTORY | posix.O_CLOEXEC)
@@ -96,7 +91,7 @@ def open_directory_beneath(path: str, directories: tuple[str, ...]) -> tuple[int
     except BaseException:
         posix.close(current)
         raise
-    return current, components[-1]
+    return current, where, components[-1]
 
 
 def _open_component(parent: int, where: str, name: str, path: str, depth: int) -> int:

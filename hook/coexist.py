@@ -52,20 +52,9 @@ def under(root: str, path: str) -> str:
 
 def _read(path: str) -> bytes | None:
     """Read a small regular file (never a FIFO or device); None when it is not one."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        import stat
+    from hook.install.inuse import read_small
 
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, _MAX_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return read_small(path, _MAX_BYTES)
 
 
 def _is_executable(path: str) -> bool:

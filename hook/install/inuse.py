@@ -57,8 +57,9 @@ def node_proc(root: str, override: str | None = None) -> str | None:
     return proc if is_live_proc(proc) else None
 
 
-def _read_small(path: str) -> bytes | None:
-    """Read a small regular file without blocking on anything else; None when it is not there."""
+def read_small(path: str, limit: int = MAX_OPTIONS_BYTES) -> bytes | None:
+    """Read at most ``limit`` bytes of a regular file without blocking on anything else (a FIFO or a
+    device is never read); None when it is not there or not a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError:
@@ -66,7 +67,7 @@ def _read_small(path: str) -> bytes | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, MAX_OPTIONS_BYTES)
+        return os.read(fd, limit)
     except OSError:
         return None
     finally:
@@ -75,7 +76,7 @@ def _read_small(path: str) -> bytes | None:
 
 def _shim_binary(proc: str, pid: str) -> str | None:
     """Return the ``binary_name`` of the bundle a runc v2 shim serves, or None."""
-    data = _read_small(os.path.join(proc, pid, "cwd", "options.json"))
+    data = read_small(os.path.join(proc, pid, "cwd", "options.json"))
     if data is None:
         return None
     try:
@@ -100,7 +101,7 @@ def find_runtime_users(proc: str | None, runtime: str) -> Users:
     for pid in entries:
         if not pid.isdigit():
             continue
-        raw = _read_small(os.path.join(proc, pid, "cmdline"))
+        raw = read_small(os.path.join(proc, pid, "cmdline"))
         if not raw:
             continue
         argv = [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
