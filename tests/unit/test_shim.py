@@ -733,12 +733,14 @@ def test_shim_bad_config(tmp_path: Path) -> None:
     assert not run.runtime_ran
 
 
+# Every exec the shim could use is replaced, so that no real runtime ever runs from this test (a real
+# `runc create` of a spec without a mount namespace would leave its rootfs mount on the host).
 LEAN_PROBE = """
-import os, sys
-def fake_execve(path, argv, env):
+import os, posix, sys
+def fake_exec(path, argv, env=None):
     print(" ".join(sorted(sys.modules)))
     sys.exit(0)
-os.execve = fake_execve
+os.execve = os.execv = posix.execve = posix.execv = fake_exec
 import hook.shim
 sys.exit(hook.shim.main(sys.argv[1:]))
 """
