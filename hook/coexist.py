@@ -276,7 +276,8 @@ def check_engines_loaded(root: str, proc: str | None = None) -> list[Finding]:
             Finding(
                 "retired runtime",
                 ok=None,
-                detail=f"{paths.RUNTIME_WRAPPER} is kept as a passthrough for containers created before an "
+                detail=f"a runtime wrapper ({paths.LIBEXEC_DIR}/ENGINE/{paths.RUNTIME_WRAPPER_NAME}) is kept "
+                "as a passthrough for containers created before an "
                 f"uninstall ({RETIRED_PATH})",
                 fix="gpu-env-hook uninstall --purge removes it once no container uses it",
             )

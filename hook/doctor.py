@@ -240,8 +240,9 @@ def _crio(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
     if binary is None:
         return Check("CRI-O", ok=None, detail="not installed"), None
     dropin = os.path.join(paths.CRIO_DROPIN_DIR, paths.CRIO_DROPIN_NAME)
-    if paths.RUNTIME_WRAPPER in _read_text(under(root, dropin)):
-        return Check("CRI-O", ok=True, detail=f"runtime registered in {dropin}"), (paths.RUNTIME_WRAPPER, [])
+    wrapper = paths.runtime_wrapper("crio")
+    if wrapper in _read_text(under(root, dropin)):
+        return Check("CRI-O", ok=True, detail=f"runtime registered in {dropin}"), (wrapper, [])
     return _hooks_dir_check(root, "CRI-O", binary)
 
 
@@ -251,17 +252,15 @@ def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
     if binary is None:
         return Check("containerd", ok=None, detail="not installed"), None
     loaded, _ = containerd_loaded_files(root, binary)
+    wrapper = paths.runtime_wrapper("containerd")
     for path in loaded or []:
-        if paths.RUNTIME_WRAPPER in _read_text(under(root, path)):
-            return Check("containerd", ok=True, detail=f"runtime registered in {path}"), (
-                paths.RUNTIME_WRAPPER,
-                [],
-            )
+        if wrapper in _read_text(under(root, path)):
+            return Check("containerd", ok=True, detail=f"runtime registered in {path}"), (wrapper, [])
     return (
         Check(
             "containerd",
             ok=False,
-            detail=f"{binary} found, {paths.RUNTIME_WRAPPER} not registered",
+            detail=f"{binary} found, {wrapper} not registered",
             fix="gpu-env-hook install --engine containerd, then restart containerd",
         ),
         None,
@@ -352,11 +351,12 @@ def _docker(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
     except ValueError:
         daemon = {}
     runtimes = daemon.get("runtimes") if isinstance(daemon, dict) else None
+    wrapper = paths.runtime_wrapper("docker")
     if isinstance(runtimes, dict):
         for name, entry in runtimes.items():
-            if isinstance(entry, dict) and entry.get("path") == paths.RUNTIME_WRAPPER:
+            if isinstance(entry, dict) and entry.get("path") == wrapper:
                 detail = f"runtime {name!r} in {paths.DOCKER_DAEMON_JSON}"
-                return Check("Docker", ok=True, detail=detail), (paths.RUNTIME_WRAPPER, [])
+                return Check("Docker", ok=True, detail=detail), (wrapper, [])
     if _is_executable(under(root, paths.NVIDIA_HOOK_ALIAS)):
         detail = f"installed as {paths.NVIDIA_HOOK_ALIAS}"
         return Check("Docker", ok=True, detail=detail), (paths.NVIDIA_HOOK_ALIAS, [])
@@ -364,7 +364,7 @@ def _docker(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
         Check(
             "Docker",
             ok=False,
-            detail=f"{binary} found, no runtime in {paths.DOCKER_DAEMON_JSON} names {paths.RUNTIME_WRAPPER}",
+            detail=f"{binary} found, no runtime in {paths.DOCKER_DAEMON_JSON} names {wrapper}",
             fix="gpu-env-hook install --engine docker, then restart dockerd",
         ),
         None,

@@ -16,7 +16,12 @@ LIBEXEC_DIR = "/usr/local/libexec/gpu-env-hook"
 # The self-contained runtime: versions of the package, and `current` naming the one the engines start.
 RUNTIME_TREE = "/opt/gpu-env-hook"
 HOOK_WRAPPER = LIBEXEC_DIR + "/gpu-env-hook"
-RUNTIME_WRAPPER = LIBEXEC_DIR + "/gpu-env-runtime"
+# The runtime wrapper, one per engine (each bakes its engine's name and runtime): <LIBEXEC_DIR>/<engine>/.
+RUNTIME_WRAPPER_NAME = "gpu-env-runtime"
+RUNTIME_WRAPPER_ENGINES = ("podman", "crio", "containerd", "docker")
+RUNTIME_WRAPPERS = tuple(
+    f"{LIBEXEC_DIR}/{engine}/{RUNTIME_WRAPPER_NAME}" for engine in RUNTIME_WRAPPER_ENGINES
+)
 # `docker run --gpus` looks this name up on PATH; /usr/local/bin comes before /usr/bin.
 NVIDIA_HOOK_ALIAS = "/usr/local/bin/nvidia-container-runtime-hook"
 
@@ -43,6 +48,11 @@ RUNTIME_HANDLER = "gpu-env"
 
 # A fixed PATH for everything we start: the caller's PATH is never trusted (podman may give none).
 FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def runtime_wrapper(engine: str) -> str:
+    """The node path of ``engine``'s runtime wrapper (what its config names as the runtime binary)."""
+    return f"{LIBEXEC_DIR}/{engine}/{RUNTIME_WRAPPER_NAME}"
 
 
 # --- os.path without os ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import sys
 from hook.configfile import find_config_path, load_config_text
 from hook.envvars import GPU_ENV_HOOK_ENGINE, GPU_ENV_RUNTIME_PID, GPU_ENV_RUNTIME_PROBE
 from hook.errors import LINE_LIMIT, ExecError, HookError, SpecError, escape
-from hook.paths import FIXED_PATH, RUNTIME_WRAPPER
+from hook.paths import FIXED_PATH, RUNTIME_WRAPPERS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def check_runtime(runtime: str, environ: dict[str, str] | os._Environ[str]) -> N
         raise ExecError(f"cannot execute the runtime {runtime}: {err.strerror}") from None
     if (st.st_mode & 0o170000) != 0o100000 or not os.access(runtime, os.X_OK):
         raise ExecError(f"cannot execute the runtime {runtime}: not an executable file")
-    for own in (RUNTIME_WRAPPER, sys.argv[0]):
+    for own in (*RUNTIME_WRAPPERS, sys.argv[0]):
         try:
             same = os.path.samestat(st, os.stat(own))
         except (OSError, ValueError):

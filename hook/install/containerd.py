@@ -457,7 +457,9 @@ def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
     tables: list[tuple[tuple[str, ...], dict[str, Any]]] = []
     if not runtimes:
         tables.append(((*prefix, DEFAULT_RUNTIME), copy.deepcopy(BUILTIN_RUNC[version])))
-    tables.append(((*prefix, paths.RUNTIME_HANDLER), build_handler_table(base, paths.RUNTIME_WRAPPER)))
+    tables.append(
+        ((*prefix, paths.RUNTIME_HANDLER), build_handler_table(base, paths.runtime_wrapper("containerd")))
+    )
     block = build_block(tuple(tables), base_name, source.preamble)
     edited = append_block(target.data, block)
     if source.template:

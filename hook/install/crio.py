@@ -172,7 +172,7 @@ def plan(options: InstallOptions) -> EnginePlan:
     configs = load_configs(options.root)
     where = rooted(options.root, paths.CRIO_DROPIN_DIR)
     base_name, base = resolve_base_runtime(configs, where)
-    table = build_handler(base, paths.RUNTIME_WRAPPER)
+    table = build_handler(base, paths.runtime_wrapper("crio"))
     dropin = PlannedFile(dropin_path(), build_crio_dropin(table, base_name), CONFIG_MODE)
     restart = (
         f"next: restart CRI-O (systemctl restart crio) to load the runtime handler {paths.RUNTIME_HANDLER} "

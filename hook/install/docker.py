@@ -46,7 +46,7 @@ def parse_daemon_json(data: bytes, where: str) -> dict[str, Any]:
 
 def build_docker_entry() -> dict[str, Any]:
     """Return our value for ``runtimes.<RUNTIME_HANDLER>`` in daemon.json."""
-    return {"path": paths.RUNTIME_WRAPPER}
+    return {"path": paths.runtime_wrapper("docker")}
 
 
 def merge_daemon_json(current: bytes | None, where: str) -> bytes:

@@ -1,7 +1,7 @@
 """``install`` / ``uninstall``: put the hook on a node for one engine, and take exactly that off again.
 
 ``install`` writes, in this order (an engine never sees a config naming a file that is not there yet):
-the wrappers the engines execute (``hook.paths.HOOK_WRAPPER``, ``RUNTIME_WRAPPER`` and, with
+the wrappers the engines execute (``hook.paths.HOOK_WRAPPER``, the engine's ``runtime_wrapper`` and, with
 ``--as-nvidia-hook``, ``NVIDIA_HOOK_ALIAS``), then the engine's config (a containerd or CRI-O drop-in, the
 ``runtimes`` entry merged into Docker's ``daemon.json``), then the oci-hooks.d JSON (podman, CRI-O) last.
 Before any of it, a manifest records each file's digest and the file it replaced, and the directories
@@ -126,14 +126,11 @@ def resolve_runtime(
     node: NodeRoot, options: InstallOptions, engine_plan: EnginePlan
 ) -> tuple[str, list[str]]:
     """Return the real runtime the runtime wrapper execs (a node path, or a name it looks up on the fixed
-    PATH) and what to say about it: ``--runtime``, else the engine's own default runtime, else the one an
-    earlier install of another engine chose (the wrapper is shared), else ``[gpu-env-runtime] runtime``,
-    else runc or crun found on the node. A runtime that is the shim itself is refused."""
+    PATH) and what to say about it: ``--runtime``, else the engine's own default runtime, else
+    ``[gpu-env-runtime] runtime``, else runc or crun found on the node (each engine has its own wrapper, so
+    engines on one node may use different runtimes). A runtime that is the shim itself is refused."""
     root = options.root
     chosen = options.runtime or engine_plan.runtime
-    if chosen is None:
-        installed = [m.get("runtime") for m in load_other_manifests(root, options.engine).values()]
-        chosen = next((found for found in installed if isinstance(found, str) and found), None)
     chosen = chosen or configured(node, options).runtime or retire.resolve_node_runtime(root)
     notes: list[str] = []
     if chosen is None:
@@ -317,11 +314,11 @@ def write_uninstall(
     if manifest is None:
         raise InstallError(f"--engine {engine}: not installed under {root} (no {manifest_at})")
     others = load_other_manifests(root, engine)
-    users = runtime_users(manifest, others, root, proc)
+    users = runtime_users(engine, manifest, others, root, proc)
     lines: list[str] = []
     retired: list[dict[str, Any]] = []
     for entry in reversed(manifest["files"]):
-        if users is not None and entry["path"] == paths.RUNTIME_WRAPPER:
+        if users is not None and entry["path"] == paths.runtime_wrapper(engine):
             kept, entry_lines = retire_file(
                 entry, root, engine, manifest.get("runtime"), users, dry_run=dry_run
             )
@@ -364,15 +361,16 @@ def write_uninstall(
 
 
 def runtime_users(
-    manifest: dict[str, Any], others: dict[str, dict[str, Any]], root: str, proc: str | None
+    engine: str, manifest: dict[str, Any], others: dict[str, dict[str, Any]], root: str, proc: str | None
 ) -> Users | None:
-    """Return who still uses the runtime wrapper this uninstall would remove (None: it removes none, or no
-    container uses it, as far as the node's processes show)."""
-    if manifest_entry(manifest, paths.RUNTIME_WRAPPER) is None:
+    """Return who still uses ``engine``'s runtime wrapper, which this uninstall would remove (None: it
+    removes none, or no container uses it, as far as the node's processes show)."""
+    wrapper = paths.runtime_wrapper(engine)
+    if manifest_entry(manifest, wrapper) is None:
         return None
-    if any(manifest_entry(other, paths.RUNTIME_WRAPPER) is not None for other in others.values()):
+    if any(manifest_entry(other, wrapper) is not None for other in others.values()):
         return None  # another engine's install keeps it
-    users = find_runtime_users(node_proc(root, proc), paths.RUNTIME_WRAPPER)
+    users = find_runtime_users(node_proc(root, proc), wrapper)
     return None if users.idle else users
 
 

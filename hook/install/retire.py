@@ -54,7 +54,7 @@ def build_retired_wrapper(runtime: str, engine: str) -> bytes:
     text = fill_template(
         "retired-runtime.sh.in",
         {
-            "NAME": os.path.basename(paths.RUNTIME_WRAPPER),
+            "NAME": paths.RUNTIME_WRAPPER_NAME,
             "VERSION": __version__,
             "ENGINE": engine,
             "RUNTIME": runtime,

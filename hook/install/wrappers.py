@@ -3,9 +3,11 @@
 Every start runs the node's own copy of the package (``hook.install.tree``: ``/opt/gpu-env-hook/current``)
 with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launch``):
 
-* the **runtime wrapper** (``gpu-env-runtime``, POSIX sh): finds runc's command among its global flags and
+* the **runtime wrapper** (``<engine>/gpu-env-runtime``, one per engine, POSIX sh): finds runc's command
+  among its global flags and
   execs the real runtime directly for everything but ``create``/``run``; only those start Python, with the
-  same runtime handed to the shim (``main(runtime=...)``: create and delete always reach one runtime). It
+  same runtime handed to the shim (``main(runtime=...)``: create and delete always reach one runtime), and
+  ``GPU_ENV_HOOK_ENGINE`` set to its engine (the pod-binding engine of the hook the shim injects). It
   keeps the engine's environment (runc and hooks without an ``env`` read it), less the loader's variables.
 * the **hook wrapper** (``gpu-env-hook``, and the ``--as-nvidia-hook`` alias): ``env -i`` and a fixed
   PATH plus the variables upstream reads to find its config (and the engine's name), because whoever runs
@@ -48,19 +50,20 @@ def value_flags_pattern() -> str:
 
 
 def build_runtime_wrapper(
-    *, python: str, runtime: str, tree: str = paths.RUNTIME_TREE, config: str | None = None
+    *, python: str, runtime: str, engine: str, tree: str = paths.RUNTIME_TREE, config: str | None = None
 ) -> bytes:
-    """Build the runtime wrapper: ``runtime`` (a node path, or a name looked up on the fixed PATH at each
-    call) for every command, the shim (handed the same runtime) for ``create`` and ``run``."""
+    """Build ``engine``'s runtime wrapper: ``runtime`` (a node path, or a name looked up on the fixed PATH
+    at each call) for every command, the shim (handed the same runtime, and the engine's name in
+    GPU_ENV_HOOK_ENGINE, which the hook it injects inherits) for ``create`` and ``run``."""
     call = f"runtime={literal(runtime)}"
-    exports = ""
+    exported = {envvars.GPU_ENV_HOOK_ENGINE: engine}
     if config is not None:
-        name = envvars.NVIDIA_CTK_CONFIG_FILE_PATH
-        exports = f"{name}={shlex.quote(config)}\nexport {name}\n"
+        exported[envvars.NVIDIA_CTK_CONFIG_FILE_PATH] = config
+    exports = "".join(f"{name}={shlex.quote(value)}\nexport {name}\n" for name, value in exported.items())
     text = fill_template(
         "runtime.sh.in",
         {
-            "NAME": os.path.basename(paths.RUNTIME_WRAPPER),
+            "NAME": paths.RUNTIME_WRAPPER_NAME,
             "VERSION": __version__,
             "RUNTIME": runtime,
             "RUNTIME_QUOTED": shlex.quote(runtime),
@@ -132,9 +135,10 @@ def check_runtime(node: NodeRoot, runtime: str, root: str) -> list[str]:
                 f"warning: no executable at {node.show(runtime)} yet; the runtime wrapper execs {runtime}"
             ]
         raise InstallError(f"--runtime {runtime}: no executable file at {node.show(runtime)}")
-    own = node.stat(paths.RUNTIME_WRAPPER)
-    if own is not None and (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
-        raise InstallError(f"--runtime {runtime}: that is the runtime wrapper itself; give runc or crun")
+    for wrapper in paths.RUNTIME_WRAPPERS:
+        own = node.stat(wrapper)
+        if own is not None and (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
+            raise InstallError(f"--runtime {runtime}: that is a runtime wrapper itself; give runc or crun")
     if root in ("", "/"):
         from hook.shim import probe_is_shim
 
@@ -151,10 +155,12 @@ def plan(options: InstallOptions, *, runtime: str) -> tuple[list[PlannedFile], l
         return PlannedFile(path, data, EXECUTABLE_MODE)
 
     notes: list[str] = []
-    runtime_data = build_runtime_wrapper(python=options.python, runtime=runtime, config=options.config)
+    runtime_data = build_runtime_wrapper(
+        python=options.python, runtime=runtime, engine=options.engine, config=options.config
+    )
     files = [
         hook_wrapper(paths.HOOK_WRAPPER),
-        PlannedFile(paths.RUNTIME_WRAPPER, runtime_data, EXECUTABLE_MODE),
+        PlannedFile(paths.runtime_wrapper(options.engine), runtime_data, EXECUTABLE_MODE),
     ]
     if options.as_nvidia_hook:
         files.append(hook_wrapper(paths.NVIDIA_HOOK_ALIAS))

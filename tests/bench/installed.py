@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hook.paths import HOOK_JSON_NAME, OCI_HOOKS_DIRS, RUNTIME_WRAPPER
+from hook.paths import HOOK_JSON_NAME, OCI_HOOKS_DIRS, runtime_wrapper
 
 NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
 # Node directories install may write below, that a scratch root can stand in for inside the namespace.
@@ -128,6 +128,6 @@ def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = No
         hook_argv=[hook_path, *args[1:]] if args else [hook_path],
         hook_path=hook_path,
         hook_env=env,
-        runtime_wrapper=under(root, RUNTIME_WRAPPER),
+        runtime_wrapper=under(root, runtime_wrapper("podman")),
         config=config,
     )

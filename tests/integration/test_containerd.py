@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from containerd import (
     CONTAINERD_IMAGE,
@@ -238,7 +237,10 @@ def test_config_dump_shows_the_handler_and_every_earlier_setting(
         changed.insert(0, "imports")
     assert differences(before, after) == changed
     handler = runtimes(after)[HANDLER]
-    expected_options = {**runtimes(before)[base]["options"], "BinaryName": paths.RUNTIME_WRAPPER}
+    expected_options = {
+        **runtimes(before)[base]["options"],
+        "BinaryName": paths.runtime_wrapper("containerd"),
+    }
     assert handler["options"] == expected_options
     assert handler["runtime_type"] == "io.containerd.runc.v2"
     with running(node, tmp_path / "daemon") as daemon:
@@ -304,13 +306,6 @@ ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=1,2\nUSER_CUS
             # run_in_pod's sandbox uid: containerd passes it as io.kubernetes.cri.sandbox-uid.
             "GPU_ENV_HOOK_POD_UID=uid-gpu\n",
             id="file-pinned-to-the-pod",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=grpc.RpcError,
-                reason="the runtime wrapper containerd runs does not set GPU_ENV_HOOK_ENGINE=containerd yet "
-                "(one wrapper is shared by every engine; per-engine wrappers are helper launch's builder), so "
-                "the hook has no pod-binding engine and refuses a pinned file",
-            ),
         ),
     ],
 )
@@ -475,7 +470,7 @@ def test_uninstall_while_a_pod_runs_through_the_handler_leaves_it_stoppable(
                 "uninstall", "--engine", "containerd", "--root", str(node), "--proc", str(view)
             )
             assert proc.returncode == 0, proc.stderr
-            kept = f"kept {node}{paths.RUNTIME_WRAPPER} as a passthrough to "
+            kept = f"kept {node}{paths.runtime_wrapper('containerd')} as a passthrough to "
             assert kept in proc.stdout
             assert "still use it: containerd-shim-runc-v2 pid" in proc.stdout
             assert (node / "etc/containerd/config.toml").read_text() == CRI_TEST_CONFIG

@@ -257,7 +257,7 @@ def test_uninstall_with_running_containers_leaves_them_stoppable_and_purge_clean
         kept = [
             line
             for line in lines
-            if line.startswith(f"kept {node.root}{paths.RUNTIME_WRAPPER} as a passthrough")
+            if line.startswith(f"kept {node.root}{paths.runtime_wrapper('docker')} as a passthrough")
         ]
         assert kept, lines
         assert (
@@ -287,5 +287,5 @@ def test_uninstall_with_running_containers_leaves_them_stoppable_and_purge_clean
         ) in proc.stderr
 
         lines = node.uninstall("--purge", daemon=daemon)
-        assert f"remove {node.root}{paths.RUNTIME_WRAPPER}" in lines
+        assert f"remove {node.root}{paths.runtime_wrapper('docker')}" in lines
     assert tree(node.root, skip=("etc/docker/key.json",)) == before

@@ -102,7 +102,7 @@ class Node:
         """Run the installed runtime wrapper (no PATH, as podman's delete) with ``--root`` first."""
         output = subprocess.DEVNULL if detach else subprocess.PIPE
         return subprocess.run(
-            self.namespaced([paths.RUNTIME_WRAPPER, "--root", str(self.state), *args]),
+            self.namespaced([paths.runtime_wrapper("docker"), "--root", str(self.state), *args]),
             env=env or {},
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,

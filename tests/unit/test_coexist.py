@@ -194,6 +194,6 @@ def test_an_engine_started_after_install_has_loaded_it(node: Path) -> None:
     """A daemon younger than every file install wrote is fine."""
     install(node, "docker")
     proc = fake_proc(node, "dockerd", started_ago=0)
-    for path in (node / "etc/docker/daemon.json", node / paths.RUNTIME_WRAPPER.lstrip("/")):
+    for path in (node / "etc/docker/daemon.json", node / paths.runtime_wrapper("docker").lstrip("/")):
         os.utime(path, (time.time() - 60, time.time() - 60))
     assert [finding.ok for finding in coexist.check_engines_loaded(str(node), str(proc))] == [True]

@@ -122,9 +122,9 @@ def add_registered_containerd(root: Path) -> None:
         root,
         f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}",
         f'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-env.options]\n'
-        f'BinaryName = "{paths.RUNTIME_WRAPPER}"\n',
+        f'BinaryName = "{paths.runtime_wrapper("containerd")}"\n',
     )
-    put(root, paths.RUNTIME_WRAPPER, WRAPPER, 0o755)
+    put(root, paths.runtime_wrapper("containerd"), WRAPPER, 0o755)
 
 
 def add_dead_containerd_dropin(root: Path) -> None:
@@ -179,7 +179,7 @@ def remove_cli(root: Path) -> None:
             add_docker,
             "Docker",
             False,
-            f"/usr/bin/dockerd found, no runtime in {paths.DOCKER_DAEMON_JSON} names {paths.RUNTIME_WRAPPER}",
+            f"/usr/bin/dockerd found, no runtime in {paths.DOCKER_DAEMON_JSON} names {paths.runtime_wrapper('docker')}",
             id="docker-unregistered",
         ),
         pytest.param(
@@ -208,7 +208,7 @@ def remove_cli(root: Path) -> None:
             add_dead_containerd_dropin,
             "containerd",
             False,
-            f"/usr/bin/containerd found, {paths.RUNTIME_WRAPPER} not registered",
+            f"/usr/bin/containerd found, {paths.runtime_wrapper('containerd')} not registered",
             id="containerd-handler-only-in-a-dead-dropin",
         ),
         pytest.param(

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ def install(node: Path) -> Install:
             {},
             {
                 paths.HOOK_WRAPPER,
-                paths.RUNTIME_WRAPPER,
+                paths.runtime_wrapper("podman"),
                 "/usr/share/containers/oci/hooks.d/gpu-env-hook.json",
             },
             id="podman-hook-json",
@@ -104,7 +105,7 @@ def install(node: Path) -> Install:
             {"precreate": True, "as_nvidia_hook": True},
             {
                 paths.HOOK_WRAPPER,
-                paths.RUNTIME_WRAPPER,
+                paths.runtime_wrapper("podman"),
                 paths.NVIDIA_HOOK_ALIAS,
                 "/usr/share/containers/oci/hooks.d/gpu-env-hook.json",
                 "/usr/share/containers/oci/hooks.d/gpu-env-hook-precreate.json",
@@ -114,7 +115,11 @@ def install(node: Path) -> Install:
         pytest.param(
             "podman",
             {"hooks_dir": "/etc/containers/oci/hooks.d"},
-            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, "/etc/containers/oci/hooks.d/gpu-env-hook.json"},
+            {
+                paths.HOOK_WRAPPER,
+                paths.runtime_wrapper("podman"),
+                "/etc/containers/oci/hooks.d/gpu-env-hook.json",
+            },
             id="podman-other-hooks-dir",
         ),
         pytest.param(
@@ -122,7 +127,7 @@ def install(node: Path) -> Install:
             {},
             {
                 paths.HOOK_WRAPPER,
-                paths.RUNTIME_WRAPPER,
+                paths.runtime_wrapper("crio"),
                 "/usr/share/containers/oci/hooks.d/gpu-env-hook.json",
                 "/etc/crio/crio.conf.d/99-gpu-env-hook.conf",
             },
@@ -131,13 +136,18 @@ def install(node: Path) -> Install:
         pytest.param(
             "containerd",
             {},
-            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, paths.CONTAINERD_CONFIG},
+            {paths.HOOK_WRAPPER, paths.runtime_wrapper("containerd"), paths.CONTAINERD_CONFIG},
             id="containerd-main-config",
         ),
         pytest.param(
             "docker",
             {"as_nvidia_hook": True},
-            {paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, paths.NVIDIA_HOOK_ALIAS, paths.DOCKER_DAEMON_JSON},
+            {
+                paths.HOOK_WRAPPER,
+                paths.runtime_wrapper("docker"),
+                paths.NVIDIA_HOOK_ALIAS,
+                paths.DOCKER_DAEMON_JSON,
+            },
             id="docker-daemon-json-and-nvidia-alias",
         ),
     ],
@@ -176,7 +186,7 @@ def test_hook_json_matches_packaging(stage: str) -> None:
 def test_wrappers_are_executable_and_hook_json_is_not(node: Path, install: Install) -> None:
     """Wrappers are 0755; configs are 0644; the manifest (backups of configs) is 0600."""
     install("podman", as_nvidia_hook=True)
-    for path in (paths.HOOK_WRAPPER, paths.RUNTIME_WRAPPER, paths.NVIDIA_HOOK_ALIAS):
+    for path in (paths.HOOK_WRAPPER, paths.runtime_wrapper("podman"), paths.NVIDIA_HOOK_ALIAS):
         assert Path(rooted(str(node), path)).stat().st_mode & 0o7777 == 0o755
     assert (node / "usr/share/containers/oci/hooks.d/gpu-env-hook.json").stat().st_mode & 0o7777 == 0o644
     assert (node / "var/lib/gpu-env-hook/install-podman.json").stat().st_mode & 0o7777 == 0o600
@@ -185,7 +195,7 @@ def test_wrappers_are_executable_and_hook_json_is_not(node: Path, install: Insta
 # --- Docker outputs -----------------------------------------------------------------------------
 
 
-OURS = {"path": paths.RUNTIME_WRAPPER}
+OURS = {"path": paths.runtime_wrapper("docker")}
 
 
 @pytest.mark.parametrize(
@@ -437,7 +447,7 @@ def test_dry_run_writes_nothing(node: Path) -> None:
     )
     assert written == [
         f"would write {node}{paths.HOOK_WRAPPER} (mode 0755):",
-        f"would write {node}{paths.RUNTIME_WRAPPER} (mode 0755):",
+        f"would write {node}{paths.runtime_wrapper('docker')} (mode 0755):",
         f"would write {node}{paths.NVIDIA_HOOK_ALIAS} (mode 0755):",
         f"would write {node}{paths.DOCKER_DAEMON_JSON} (mode 0600):",
         f"would write {node}/var/lib/gpu-env-hook/install-docker.json (what uninstall undoes)",
@@ -526,6 +536,38 @@ def test_install_refuses_to_overwrite_another_engines_different_wrapper(node: Pa
         ),
     ):
         install("docker", config="/etc/nvidia-container-runtime/config.toml")
+    assert snapshot(node) == before
+
+
+@pytest.mark.parametrize(
+    "uninstalls",
+    [
+        pytest.param(["crio", "containerd"], id="crio-first"),
+        pytest.param(["containerd", "crio"], id="containerd-first"),
+    ],
+)
+def test_crio_on_crun_and_containerd_on_runc_share_a_node(
+    node: Path, install: Install, uninstalls: list[str]
+) -> None:
+    """Each engine's config names its own runtime wrapper, which carries that engine's name and runtime, so
+    CRI-O on crun and containerd on runc install side by side; uninstalling each restores the bytes."""
+    before = snapshot(node)
+    install("crio", runtime="/usr/bin/crun")
+    install("containerd", runtime="/usr/sbin/runc")
+    crio_wrapper, containerd_wrapper = paths.runtime_wrapper("crio"), paths.runtime_wrapper("containerd")
+    assert crio_wrapper != containerd_wrapper
+    dropin = tomllib.loads((node / "etc/crio/crio.conf.d/99-gpu-env-hook.conf").read_text())
+    assert dropin["crio"]["runtime"]["runtimes"][paths.RUNTIME_HANDLER]["runtime_path"] == crio_wrapper
+    assert f'BinaryName = "{containerd_wrapper}"' in (node / "etc/containerd/config.toml").read_text()
+    for engine, wrapper, runtime in (
+        ("crio", crio_wrapper, "/usr/bin/crun"),
+        ("containerd", containerd_wrapper, "/usr/sbin/runc"),
+    ):
+        text = (node / wrapper.lstrip("/")).read_text()
+        assert f"\nruntime={runtime}\n" in text
+        assert f"\nGPU_ENV_HOOK_ENGINE={engine}\nexport GPU_ENV_HOOK_ENGINE\n" in text
+    for engine in uninstalls:
+        write_uninstall(engine, str(node))
     assert snapshot(node) == before
 
 

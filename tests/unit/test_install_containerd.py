@@ -328,7 +328,7 @@ def test_install_appends_and_keeps_every_earlier_byte(tmp_path: Path) -> None:
     assert text.startswith(V2_SYSTEMD + "\n# gpu-env-hook: begin")
     assert handler_of(tomllib.loads(text)) == {
         "runtime_type": "io.containerd.runc.v2",
-        "options": {"SystemdCgroup": True, "BinaryName": paths.RUNTIME_WRAPPER},
+        "options": {"SystemdCgroup": True, "BinaryName": paths.runtime_wrapper("containerd")},
     }
     assert (
         f"next: restart containerd (systemctl restart containerd) to load the runtime handler gpu-env (added "
@@ -343,16 +343,16 @@ def test_a_config_naming_no_runtime_gets_the_builtin_runc_too(tmp_path: Path) ->
     install(node)
     runtimes = tomllib.loads(main_config(node))["plugins"][CRI]["containerd"]["runtimes"]
     assert runtimes["runc"] == BUILTIN_RUNC[2]
-    assert runtimes[paths.RUNTIME_HANDLER]["options"]["BinaryName"] == paths.RUNTIME_WRAPPER
+    assert runtimes[paths.RUNTIME_HANDLER]["options"]["BinaryName"] == paths.runtime_wrapper("containerd")
 
 
 def test_version_1_uses_short_plugin_names(tmp_path: Path) -> None:
     """A config without ``version`` is version 1: the handler goes under ``plugins.cri``."""
     node = write_node(tmp_path, {MAIN: '[plugins.cri]\n  sandbox_image = "p:1"\n'})
     install(node)
-    assert (
-        handler_of(tomllib.loads(main_config(node)), "cri")["options"]["BinaryName"] == paths.RUNTIME_WRAPPER
-    )
+    assert handler_of(tomllib.loads(main_config(node)), "cri")["options"][
+        "BinaryName"
+    ] == paths.runtime_wrapper("containerd")
 
 
 @pytest.mark.parametrize(
@@ -371,7 +371,7 @@ def test_no_config_file_creates_one_that_uninstall_removes(
     install(node, containerd_config_version=version)
     document = tomllib.loads(main_config(node))
     assert document["version"] == (version or 2)
-    assert handler_of(document, plugin)["options"]["BinaryName"] == paths.RUNTIME_WRAPPER
+    assert handler_of(document, plugin)["options"]["BinaryName"] == paths.runtime_wrapper("containerd")
     write_uninstall("containerd", str(node))
     assert not (node / MAIN.lstrip("/")).exists()
 
@@ -447,7 +447,10 @@ def test_k3s_template_is_created_from_the_generated_config(tmp_path: Path) -> No
     template = (node / K3S_DIR.lstrip("/") / "config.toml.tmpl").read_text()
     assert template.startswith('{{ template "base" . }}\n\n# gpu-env-hook: begin')
     rendered = tomllib.loads(V2_SYSTEMD + template.split("\n", 1)[1])
-    assert handler_of(rendered)["options"] == {"SystemdCgroup": True, "BinaryName": paths.RUNTIME_WRAPPER}
+    assert handler_of(rendered)["options"] == {
+        "SystemdCgroup": True,
+        "BinaryName": paths.runtime_wrapper("containerd"),
+    }
     assert (node / K3S_DIR.lstrip("/") / "config.toml").read_text() == V2_SYSTEMD
     write_uninstall("containerd", str(node))
     assert not (node / K3S_DIR.lstrip("/") / "config.toml.tmpl").exists()

@@ -111,7 +111,7 @@ def test_handler_inherits_the_default_runtime(tmp_path: Path, files: dict[str, s
     ours = after.pop(paths.RUNTIME_HANDLER)
     assert after == before
     expected = {key: value for key, value in before[base].items() if key != "runtime_path"}
-    expected["runtime_path"] = paths.RUNTIME_WRAPPER
+    expected["runtime_path"] = paths.runtime_wrapper("crio")
     expected.setdefault("runtime_type", "oci")
     expected["monitor_env"] = [
         *before[base].get("monitor_env", DEFAULT_MONITOR_ENV),
@@ -127,7 +127,7 @@ def test_no_config_uses_crios_builtin_default(tmp_path: Path) -> None:
     _, after = crio_effective(node)
     assert after == {
         paths.RUNTIME_HANDLER: {
-            "runtime_path": paths.RUNTIME_WRAPPER,
+            "runtime_path": paths.runtime_wrapper("crio"),
             "runtime_type": "oci",
             "monitor_env": [*DEFAULT_MONITOR_ENV, "GPU_ENV_HOOK_ENGINE=crio"],
         }

@@ -18,7 +18,7 @@ from hook.install.inuse import find_runtime_users, node_proc
 from hook.install.retire import build_retired_wrapper
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
-WRAPPER = paths.RUNTIME_WRAPPER
+WRAPPER = paths.runtime_wrapper("crio")
 REFUSAL = (
     "gpu-env-runtime: gpu-env-hook was uninstalled from this node; this runtime only stops and deletes the "
     "containers created before; restart crio and do not select runtime gpu-env"
@@ -237,19 +237,19 @@ def test_install_takes_a_retired_wrapper_back_and_uninstall_still_restores_the_n
     (node / WRAPPER.lstrip("/")).parent.mkdir(parents=True)
     (node / WRAPPER.lstrip("/")).write_text("#!/bin/sh\n# the administrator's own\n")
     before = snapshot(node)
-    install(node, "docker")
+    install(node)
     proc.add(
         50, ["/usr/bin/containerd-shim-runc-v2", "-id", "e" * 64], bundle_options={"binary_name": WRAPPER}
     )
-    write_uninstall("docker", str(node), proc=str(proc.root))
-    lines = install(node, "docker")
+    write_uninstall("crio", str(node), proc=str(proc.root))
+    lines = install(node)
     assert (
         f"removed {node}/var/lib/gpu-env-hook/retired.json (the retired runtime wrapper is installed again)"
         in lines
     )
     assert "gpu-env-hook install" in (node / WRAPPER.lstrip("/")).read_text()
     proc.remove(50)
-    write_uninstall("docker", str(node), proc=str(proc.root))
+    write_uninstall("crio", str(node), proc=str(proc.root))
     assert snapshot(node) == before
 
 

@@ -143,7 +143,7 @@ def test_install_follows_no_absolute_link_out_of_the_root(node: Path, outside: P
     before = tree(outside)
     lines = write_install(InstallOptions(engine="docker", python=PYTHON, root=str(node), as_nvidia_hook=True))
     assert tree(outside) == before
-    assert f"wrote {node}{paths.RUNTIME_WRAPPER}" in lines
+    assert f"wrote {node}{paths.runtime_wrapper('docker')}" in lines
     assert list(beneath.iterdir())  # what the link leads to on the node got the files
     write_uninstall("docker", str(node))
     assert tree(outside) == before

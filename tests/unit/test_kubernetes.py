@@ -263,7 +263,8 @@ def test_script_installs_on_start_keeps_it_on_sigterm_and_uninstalls_in_uninstal
         status, stderr = Script.terminate(script.start("install"))
         assert status == 0, stderr
         assert (script.host / expected_file).is_file()
-        assert (script.host / paths.RUNTIME_WRAPPER.lstrip("/")).is_file()
+        installed = "crio" if "crio" in expected_file else "containerd"
+        assert (script.host / paths.runtime_wrapper(installed).lstrip("/")).is_file()
         copied = script.host / str(script.source).lstrip("/") / "python-stand-in"
         assert copied.read_text() == "the image's interpreter\n"
         status, stderr = Script.terminate(script.start("uninstall"))
@@ -285,11 +286,13 @@ def test_uninstall_mode_keeps_a_runtime_wrapper_running_containers_use(
     before = snapshot(script.host)
     fake_proc_conmon = script.host / "proc/77"
     fake_proc_conmon.mkdir()
-    (fake_proc_conmon / "cmdline").write_bytes(f"/usr/bin/conmon\0-r\0{paths.RUNTIME_WRAPPER}\0".encode())
+    (fake_proc_conmon / "cmdline").write_bytes(
+        f"/usr/bin/conmon\0-r\0{paths.runtime_wrapper('crio')}\0".encode()
+    )
     Script.terminate(script.start("install"))
     status, stderr = Script.terminate(script.start("uninstall"))
     assert status == 0, stderr
-    wrapper = script.host / paths.RUNTIME_WRAPPER.lstrip("/")
+    wrapper = script.host / paths.runtime_wrapper("crio").lstrip("/")
     assert "(retired)" in wrapper.read_text()
     assert not (script.host / str(script.source).lstrip("/")).exists()
     (fake_proc_conmon / "cmdline").unlink()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hook.install import build_runtime_wrapper
+from hook.launch import literal
 from hook.shim import CREATE_COMMANDS, parse_runtime_args
 
 RECORDER = """#!/bin/sh
@@ -26,7 +27,9 @@ def wrapper(tmp_path: Path) -> Path:
         path = tmp_path / role
         path.write_text(RECORDER.format(role=role, out=out))
         path.chmod(0o755)
-    data = build_runtime_wrapper(python=str(tmp_path / "python"), runtime=str(tmp_path / "runtime"))
+    data = build_runtime_wrapper(
+        python=str(tmp_path / "python"), runtime=str(tmp_path / "runtime"), engine="containerd"
+    )
     path = tmp_path / "gpu-env-runtime"
     path.write_bytes(data)
     path.chmod(0o755)
@@ -131,7 +134,32 @@ def test_a_missing_interpreter_fails_only_create(wrapper: Path) -> None:
 
 def test_wrapper_is_posix_sh() -> None:
     """The wrapper parses with dash's and busybox's -n (no bash-isms that would break on a minimal node)."""
-    data = build_runtime_wrapper(python="/usr/bin/python3", runtime="/usr/sbin/runc")
+    data = build_runtime_wrapper(python="/usr/bin/python3", runtime="/usr/sbin/runc", engine="crio")
     for shell in (["dash", "-n"], ["busybox", "sh", "-n"]):
         proc = subprocess.run([*shell, "/dev/stdin"], input=data, capture_output=True, check=False)
         assert proc.returncode == 0, (shell, proc.stderr)
+
+
+@pytest.mark.parametrize("engine", ["containerd", "crio", "docker"])
+def test_each_engines_wrapper_carries_its_engine_and_its_runtime(tmp_path: Path, engine: str) -> None:
+    """An engine's wrapper hands the shim its engine's name (GPU_ENV_HOOK_ENGINE, which the hook the shim
+    injects inherits: the pod-binding engine) and its own runtime; other commands exec that runtime."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for role in (f"runtime-{engine}", "python"):
+        path = tmp_path / role
+        path.write_text(RECORDER.format(role=role, out=out))
+        path.chmod(0o755)
+    runtime = str(tmp_path / f"runtime-{engine}")
+    wrapper = tmp_path / "gpu-env-runtime"
+    wrapper.write_bytes(
+        build_runtime_wrapper(python=str(tmp_path / "python"), runtime=runtime, engine=engine)
+    )
+    wrapper.chmod(0o755)
+    ran, args, env = run(wrapper, ["create", "--bundle", "/b", "id"], {"GPU_ENV_HOOK_ENGINE": "podman"})
+    assert ran == "python"
+    assert f"GPU_ENV_HOOK_ENGINE={engine}" in env.splitlines()
+    assert f"main(runtime={literal(runtime)})" in "\n".join(args)
+    ran, args, env = run(wrapper, ["kill", "id", "9"])
+    assert (ran, args) == (f"runtime-{engine}", ["kill", "id", "9"])
+    assert "GPU_ENV_HOOK_ENGINE" not in env
