@@ -173,7 +173,7 @@ def run_through_shim(
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/nonexistent", "NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}
     # The installed files name the node's runtime tree, /opt/gpu-env-hook: run where the scratch node's is
     # there (a private mount namespace with /opt on tmpfs, so this machine's /opt is not touched).
-    tree = runtime.parents[4] / "opt/gpu-env-hook"
+    tree = Path(str(runtime).removesuffix(RUNTIME_WRAPPER)) / "opt/gpu-env-hook"
     namespace = 'mount -t tmpfs tmpfs /opt && mkdir /opt/gpu-env-hook && mount --bind "$0" /opt/gpu-env-hook && exec "$@"'
     try:
         return subprocess.run(
