@@ -302,6 +302,32 @@ def test_uninstall_mode_keeps_a_runtime_wrapper_running_containers_use(
     assert snapshot(script.host) == before
 
 
+def test_install_mode_replaces_only_the_images_entries_and_keeps_installs_versions(
+    tmp_path: Path, container: dict[str, Any]
+) -> None:
+    """A restart (MODE=install again) replaces the image's own entries on the node (its Python) and nothing
+    else there: the versions install keeps in the same directory (current, the one before) stay."""
+    script = Script(tmp_path, container, "containerd")
+    fake_proc(script.host)
+    Script.terminate(script.start("install"))
+    copied = script.host / str(script.source).lstrip("/")
+    kept = copied / "0.0.9-0123456789ab"
+    kept.mkdir()
+    (kept / ".gpu-env-hook-tree").write_text("")
+    (copied / "current").symlink_to(kept.name)
+    (script.source / "python-stand-in").write_text("the new image's interpreter\n")
+    status, stderr = Script.terminate(script.start("install"))
+    assert status == 0, stderr
+    assert (copied / "python-stand-in").read_text() == "the new image's interpreter\n"
+    assert (kept / ".gpu-env-hook-tree").is_file()
+    assert (copied / "current").readlink() == Path(kept.name)
+    assert sorted(path.name for path in copied.iterdir()) == [
+        "0.0.9-0123456789ab",
+        "current",
+        "python-stand-in",
+    ]
+
+
 def test_script_refuses_a_node_without_a_known_socket(tmp_path: Path, container: dict[str, Any]) -> None:
     """With ENGINE=auto and no CRI socket, the script says so and installs nothing."""
     host = tmp_path / "node"
