@@ -171,8 +171,12 @@ def kept_owner(node: NodeRoot, path: str) -> tuple[int, int] | None:
     return (st.st_uid, st.st_gid) if st is not None and stat.S_ISREG(st.st_mode) else None
 
 
-def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str]:
-    """Install for ``options.engine`` (or, with ``dry_run``, say what would be written); return the report."""
+def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str | None = None) -> list[str]:
+    """Install for ``options.engine`` (or, with ``dry_run``, say what would be written); return the report.
+
+    A runtime wrapper an earlier version installed at a path this one no longer writes (before per-engine
+    wrappers: ``<libexec>/gpu-env-runtime``) is retired, not removed, while a container still uses it
+    (``proc``: the node's /proc as seen from here, default ``<root>/proc``)."""
     plan = build_plan(options)
     root = options.root
     own = load_manifest(root, plan.engine)
@@ -213,11 +217,22 @@ def write_install(options: InstallOptions, *, dry_run: bool = False) -> list[str
     for planned in plan.files:
         node.write_atomic(planned.path, planned.data, mode=planned.mode, owner=kept_owner(node, planned.path))
         lines.append(f"wrote {rooted(root, planned.path)}")
+    retired_now: list[dict[str, Any]] = []
     for entry in reversed(stale):
-        lines += undo_file(entry, root, others)
+        users = stale_runtime_users(entry, others, root, proc)
+        if users is None:
+            lines += undo_file(entry, root, others)
+            continue
+        kept, entry_lines = retire_file(
+            entry, root, plan.engine, (own or {}).get("runtime"), users, dry_run=False
+        )
+        lines += entry_lines
+        retired_now += [kept] if kept is not None else []
     lines.append(f"wrote {rooted(root, manifest_at)} (what uninstall undoes)")
     if retired is not None:
         lines += take_back_retired(root, retired, [planned.path for planned in plan.files])
+    if retired_now:
+        record_retired(root, retired_now, [])
     return lines + list(plan.notes) + coexistence_warnings(options)
 
 
@@ -358,6 +373,20 @@ def write_uninstall(
     if not retired:
         lines += purge_retired(root, proc=proc, dry_run=False)
     return lines + list(AFTER_UNINSTALL[engine]())
+
+
+def stale_runtime_users(
+    entry: dict[str, Any], others: dict[str, dict[str, Any]], root: str, proc: str | None
+) -> Users | None:
+    """Return who still uses a runtime wrapper an upgrade no longer installs (None: it is not one, another
+    engine's install keeps it, or no container uses it as far as the node's processes show)."""
+    if paths.basename(entry["path"]) != paths.RUNTIME_WRAPPER_NAME:
+        return None
+    if any(manifest_entry(other, entry["path"]) is not None for other in others.values()):
+        return None
+    where = node_proc(root, proc)
+    users = find_runtime_users(where, entry["path"]) if where is not None else None
+    return None if users is None or users.idle else users
 
 
 def runtime_users(

@@ -276,3 +276,34 @@ def test_uninstall_needs_an_engine_or_purge(tmp_path: Path) -> None:
     assert (
         proc.stdout == f"nothing retired under {tmp_path} (no {tmp_path}/var/lib/gpu-env-hook/retired.json)\n"
     )
+
+
+def test_an_upgrade_retires_a_wrapper_it_no_longer_installs_while_a_container_uses_it(
+    node: Path, proc: FakeProc
+) -> None:
+    """A node installed before per-engine wrappers (one shared ``<libexec>/gpu-env-runtime``) is upgraded
+    while a container still runs through the old wrapper: the upgrade keeps it as a passthrough, and
+    ``--purge`` removes it once no container uses it."""
+    install(node)
+    legacy = f"{paths.LIBEXEC_DIR}/{paths.RUNTIME_WRAPPER_NAME}"
+    manifest_file = node / "var/lib/gpu-env-hook/install-crio.json"
+    manifest = json.loads(manifest_file.read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == WRAPPER:
+            entry["path"] = legacy
+    manifest_file.write_text(json.dumps(manifest))
+    (node / WRAPPER.lstrip("/")).rename(node / legacy.lstrip("/"))
+    proc.add(41, ["/usr/bin/conmon", "-r", legacy])
+
+    lines = write_install(InstallOptions(engine="crio", python=PYTHON, root=str(node)), proc=str(proc.root))
+
+    assert (
+        f"kept {node}{legacy} as a passthrough to /usr/sbin/runc (no Python; it refuses new containers): "
+        "1 process(es) still use it: conmon pid 41; `gpu-env-hook uninstall --purge` removes it once none does"
+    ) in lines
+    assert "exec /usr/sbin/runc" in (node / legacy.lstrip("/")).read_text()
+    assert (node / WRAPPER.lstrip("/")).is_file()
+    proc.remove(41)
+    write_uninstall(None, str(node), proc=str(proc.root))
+    assert not (node / legacy.lstrip("/")).exists()
+    assert (node / WRAPPER.lstrip("/")).is_file()
