@@ -20,12 +20,11 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from bench_hook import bench_dir, config_text
-from bench_shim import make_bundle
+from bench_shim import create_through_shim, make_bundle
 from installed import Installed, enter_namespace, scratch_install
 from timing import Command, Comparison, compare, format_header, format_row
 
@@ -152,14 +151,7 @@ def check_create(
 ) -> None:
     """Create once through the shim: config.json must carry the device node, the mounts and void."""
     reset()
-    with tempfile.TemporaryFile() as err:  # a file, not a pipe: the container's init keeps it open
-        proc = subprocess.run([installed.runtime_wrapper, *call], env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=err, check=False)  # fmt: skip
-        err.seek(0)
-        message = err.read().decode(errors="replace").strip()
-    if proc.returncode != 0:
-        sys.exit(f"bench_cdi: create through the shim failed: {message}")
-    spec = json.loads((bundle / "config.json").read_text())
+    spec = create_through_shim(installed, call, bundle, env, prog="bench_cdi")
     devices = [device["path"] for device in spec.get("linux", {}).get("devices", [])]
     if "/dev/nvidia0" not in devices or "NVIDIA_VISIBLE_DEVICES=void" not in spec["process"]["env"]:
         sys.exit("bench_cdi: the shim did not apply the CDI device's edits")

@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench_hook import bench_dir, config_text
 from installed import Installed, enter_namespace, scratch_install
@@ -149,19 +150,28 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed and not args.no_fail else 0
 
 
-def check_create(
-    installed: Installed, call: list[str], bundle: Path, pristine: bytes, env: dict[str, str]
-) -> None:
-    """Create once through the shim: config.json must carry the file's variables and our hook."""
-    (bundle / "config.json").write_bytes(pristine)
+def create_through_shim(
+    installed: Installed, call: list[str], bundle: Path, env: dict[str, str], *, prog: str
+) -> dict[str, Any]:
+    """Run one create through the installed runtime wrapper; return the config.json it left (exit with the
+    shim's message when the create fails)."""
     with tempfile.TemporaryFile() as err:  # a file, not a pipe: the container's init keeps it open
         proc = subprocess.run([installed.runtime_wrapper, *call], env=env, stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=err, check=False)  # fmt: skip
         err.seek(0)
         message = err.read().decode(errors="replace").strip()
     if proc.returncode != 0:
-        sys.exit(f"bench: create through the shim failed: {message}")
-    spec = json.loads((bundle / "config.json").read_text())
+        sys.exit(f"{prog}: create through the shim failed: {message}")
+    spec: dict[str, Any] = json.loads((bundle / "config.json").read_text())
+    return spec
+
+
+def check_create(
+    installed: Installed, call: list[str], bundle: Path, pristine: bytes, env: dict[str, str]
+) -> None:
+    """Create once through the shim: config.json must carry the file's variables and our hook."""
+    (bundle / "config.json").write_bytes(pristine)
+    spec = create_through_shim(installed, call, bundle, env, prog="bench")
     if "NVIDIA_VISIBLE_DEVICES=0,1" not in spec["process"]["env"] or not spec.get("hooks", {}).get(
         "prestart"
     ):
