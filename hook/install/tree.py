@@ -17,8 +17,11 @@ name, renamed into place whole, and ``current`` is switched by an atomic rename 
 version ``current`` pointed at before stays (a create that started just before the switch still imports
 from it); older ones are removed. Nothing else in the directory (a DaemonSet's interpreter, say) is touched.
 
-The hot path imports only the standard library (``tests/test_import_guard.py``), so the package alone is
-the runtime: ``HOT_PATH_DEPENDENCIES`` names third-party top-level packages to copy beside it, none today.
+The hot path imports only the standard library (``tests/test_import_guard.py``); ``RUNTIME_DEPENDENCIES``
+names the third-party top-level packages a container start may still need, copied beside ``hook``: PyYAML,
+which the shim's CDI mode imports only when a spec is YAML (``nvidia-ctk cdi generate`` writes YAML by
+default; without it such a spec cannot be read). Its optional C extension is copied too and used only when
+it matches the node's interpreter (PyYAML falls back to its pure-Python loader otherwise).
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from hook.install.rootfs import NodeRoot, could_not
 from hook.launch import CURRENT, LIB
 
 TREE_MARK = ".gpu-env-hook-tree"
-# Third-party top-level packages the hot path imports (copied into lib/ beside hook): none.
-HOT_PATH_DEPENDENCIES: tuple[str, ...] = ()
+# Third-party top-level packages a container start may import (copied into lib/ beside hook).
+RUNTIME_DEPENDENCIES: tuple[str, ...] = ("yaml",)
 _SKIPPED_DIRS = ("__pycache__",)
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 FILE_MODE = 0o644
@@ -52,11 +55,11 @@ class TreeContent(NamedTuple):
 
 
 def package_dirs() -> list[tuple[str, str]]:
-    """Return (top-level name, directory on disk) of ``hook`` and each hot-path dependency."""
+    """Return (top-level name, directory on disk) of ``hook`` and each runtime dependency."""
     import importlib
 
     found = []
-    for name in ("hook", *HOT_PATH_DEPENDENCIES):
+    for name in ("hook", *RUNTIME_DEPENDENCIES):
         module = importlib.import_module(name)
         where = os.path.dirname(os.path.abspath(module.__file__ or ""))
         found.append((name, where))

@@ -69,19 +69,6 @@ def nvidia_spec(node: Path) -> dict[str, object]:
     }  # fmt: skip
 
 
-def add_yaml(installed: Installed) -> None:
-    """Copy PyYAML into the installed interpreter (a runtime dependency, as install's own tree carries it)."""
-    import yaml
-
-    site = subprocess.run(
-        [installed.python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    target = Path(site) / "yaml"
-    if not target.exists():
-        shutil.copytree(Path(yaml.__file__).parent, target, ignore=shutil.ignore_patterns("__pycache__"))
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=20, help="timed runs of each side per case")
@@ -123,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
             text += f'\n[gpu-env]\ndevice-mode = "cdi"\n\n[gpu-env.cdi]\nspec-dirs = ["{directory}"]\n'
             (workdir / encoding).mkdir()
             installed = scratch_install(workdir / encoding, text, runtime=RUNC)
-            add_yaml(installed)
             bundle, pristine = make_bundle(
                 workdir, f"bundle-{encoding}", ["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
             )

@@ -163,3 +163,12 @@ def test_each_engines_wrapper_carries_its_engine_and_its_runtime(tmp_path: Path,
     ran, args, env = run(wrapper, ["kill", "id", "9"])
     assert (ran, args) == (f"runtime-{engine}", ["kill", "id", "9"])
     assert "GPU_ENV_HOOK_ENGINE" not in env
+
+
+def test_the_runtime_tree_carries_pyyaml_beside_hook() -> None:
+    """The shim's CDI mode reads YAML specs (nvidia-ctk's default) from the installed tree, which runs under
+    ``-S``: PyYAML must be in the tree itself, not only in some site-packages."""
+    from hook.install.tree import collect_tree
+
+    names = {relative.split("/")[1] for relative, _ in collect_tree().files}
+    assert names == {"hook", "yaml"}
