@@ -1,0 +1,113 @@
+"""The launch code's ending: no interpreter finalization once ``main`` returns, unless something needs it.
+
+Each case runs the real launch code (``hook.launch.build_code``) in ``python -I -S -X utf8`` with a small
+entry module of its own on the ``lib`` path, and looks at what the process printed and how it exited.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hook.launch import PYTHON_FLAGS, build_code
+
+# An object whose finalizer prints: it runs only if the interpreter is torn down.
+FINALIZER = """\
+import sys as _sys
+class Witness:
+    def __del__(self, write=_sys.stderr.write):
+        write("finalized\\n")
+WITNESS = Witness()
+"""
+
+
+def launch(
+    tmp_path: Path, body: str, *, stdout: int | None = subprocess.PIPE
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the launch code with ``entry.py`` (``FINALIZER`` + ``body``, which defines ``main``) on the path."""
+    lib = tmp_path / "lib"
+    lib.mkdir(exist_ok=True)
+    (lib / "entry.py").write_text(FINALIZER + body, encoding="utf-8")
+    code = build_code("entry", "gpu-env-hook", lib=str(lib))
+    return subprocess.run(
+        [sys.executable, *PYTHON_FLAGS, "-c", code],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_a_returned_status_ends_the_process_without_finalization(tmp_path: Path) -> None:
+    """Buffered stdout (1 MiB) and stderr arrive whole, the status is main's, and no finalizer runs."""
+    body = (
+        "import sys\n"
+        "def main():\n"
+        "    sys.stdout.write('x' * 1048576)\n"
+        "    sys.stderr.write('one line')\n"
+        "    return 3\n"
+    )
+    proc = launch(tmp_path, body)
+    assert (proc.returncode, len(proc.stdout), proc.stderr) == (3, 1048576, b"one line")
+
+
+@pytest.mark.parametrize(
+    ("body", "stderr"),
+    [
+        pytest.param(
+            "import atexit, sys\n"
+            "def main():\n"
+            "    atexit.register(lambda: sys.stderr.write('exit handler\\n'))\n"
+            "    return 4\n",
+            b"exit handler\nfinalized\n",
+            id="exit-handler",
+        ),
+        pytest.param(
+            "import sys, threading, time\n"
+            "def late():\n"
+            "    time.sleep(0.2)\n"
+            "    sys.stderr.write('thread done\\n')\n"
+            "def main():\n"
+            "    threading.Thread(target=late).start()\n"
+            "    return 4\n",
+            b"thread done\nfinalized\n",
+            id="running-thread",
+        ),
+        pytest.param("def main():\n    return None\n", b"finalized\n", id="no-status"),
+    ],
+)
+def test_the_interpreter_ends_as_usual_when_something_needs_it(
+    tmp_path: Path, body: str, stderr: bytes
+) -> None:
+    """An exit handler, a thread still running or a status that is not an int: the normal ending."""
+    proc = launch(tmp_path, body)
+    assert proc.stderr == stderr
+    assert proc.returncode == (0 if "None" in body else 4)
+
+
+def test_system_exit_from_main_keeps_its_meaning(tmp_path: Path) -> None:
+    """``main`` raising SystemExit with a message: the message on stderr and status 1, as Python does."""
+    proc = launch(tmp_path, "def main():\n    raise SystemExit('refused')\n")
+    assert (proc.returncode, proc.stderr) == (1, b"refused\nfinalized\n")
+
+
+def test_a_failed_flush_is_reported_as_python_reports_it(tmp_path: Path) -> None:
+    """stdout's reader gone: the flush fails, and the interpreter's own ending reports it (status 120)."""
+    body = "import sys\ndef main():\n    sys.stdout.write('x' * 100)\n    return 0\n"
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "entry.py").write_text(body, encoding="utf-8")
+    code = build_code("entry", "gpu-env-hook", lib=str(lib))
+    proc = subprocess.Popen(
+        [sys.executable, *PYTHON_FLAGS, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    proc.stdout.close()  # nobody reads: the flush gets EPIPE
+    stderr = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=30) == 120
+    assert b"BrokenPipeError" in stderr
