@@ -161,7 +161,7 @@ def write_env_file(
     not read. The write then goes through that opened directory (``/proc/self/fd``), whatever is renamed
     on the way meanwhile.
     """
-    from hook.bundle import write_atomic
+    from hook.atomicwrite import write_atomic
 
     settings = settings or default_env_file_settings()
     split_beneath(path, settings.directories)

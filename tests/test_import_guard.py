@@ -184,6 +184,8 @@ SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubs
 DEVICES = frozenset({"hook.devices"})  # hook.cdi.names only for a CDI name or mount request
 REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
+# Rewriting config.json (or writing an env file): the atomic writer, only for a file that is written.
+WRITE = frozenset({"hook.atomicwrite"})
 # The env-file code (opening beneath the directory, the linear reader hook.dotenvreader: no re, no typing),
 # loaded only when a container names a file.
 DOTENV_PARSER = frozenset({"hook.envfile", "hook.beneath", "_stat", "hook.dotenvreader"})
@@ -193,7 +195,7 @@ PRODUCER |= {"hook.envfile", "hook.beneath"}  # the rules the writer checks a fi
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
-    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER,
+    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER | WRITE,
     "precreate": ENTRY
     | SPEC
     | STAGE
@@ -207,6 +209,7 @@ PINNED = {
     | SETTINGS
     | DEVICES
     | DOTENV_PARSER
+    | WRITE
     | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff", "hook.launch"},
     # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
     "handed-off": ENTRY
@@ -216,11 +219,12 @@ PINNED = {
     | DEVICES
     | REQUEST
     | EXEC_CLI
+    | WRITE
     | {"hook.handoff", "hook.envfile", "hook.beneath", "_stat"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | {"hook.shim", "hook.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256"},
-    "producer-write": PRODUCER | {"hook.bundle"},
+    "producer-write": PRODUCER | WRITE,
     "producer-check": PRODUCER | DOTENV_PARSER,
 }
 ENV_FILE_CASES = ("env-file", "precreate", "shim-create", "producer-write", "producer-check")

@@ -132,7 +132,7 @@ def write_alloc_spec(spec: dict[str, Any], pod_uid: str, directory: str = DEFAUL
     atomically (root-owned, 0644); return its path. The directory is created (0755) when missing."""
     import json
 
-    from hook.bundle import write_atomic
+    from hook.atomicwrite import write_atomic
     from hook.cdi.spec import build_spec
 
     name = spec["devices"][0]["name"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hook.atomicwrite import write_atomic
 from hook.bundle import (
     check_spec,
     dump_spec,
@@ -21,7 +22,6 @@ from hook.bundle import (
     spec_annotations,
     spec_mounts,
     spec_path,
-    write_atomic,
     write_spec,
 )
 from hook.errors import SpecError

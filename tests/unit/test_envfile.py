@@ -674,7 +674,7 @@ def test_resolve_pinned(env_dir: Path) -> None:
 
 def test_reader_never_sees_a_mix_while_an_atomic_writer_replaces_the_file(env_dir: Path) -> None:
     """A writer that renames complete files in a loop: every read is exactly the old or the new content."""
-    from hook.bundle import write_atomic
+    from hook.atomicwrite import write_atomic
 
     path = env_dir / "a.env"
     old = "".join(f"K{i}=old{i:05d}\n" for i in range(600)).encode()
