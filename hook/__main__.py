@@ -9,10 +9,9 @@ from __future__ import annotations
 import posix
 import sys
 
-from hook.errors import HookError, UsageError
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from hook.errors import UsageError
     from hook.prestart import Options
 
 PROG = "gpu-env-hook"
@@ -70,7 +69,7 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
             break
         name = arg[2:] if arg.startswith("--") else arg[1:]
         if not name or name.startswith(("-", "=")):
-            raise UsageError(f"bad flag syntax: {arg}")
+            raise _usage_error(f"bad flag syntax: {arg}")
         name, has_value, value = name.partition("=")
         if name in ("h", "help"):
             raise HelpRequestedError(argv[index:])
@@ -80,16 +79,16 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
             elif value in _GO_TRUE or value in _GO_FALSE:
                 flags[name] = value in _GO_TRUE
             else:
-                raise UsageError(f'invalid boolean value "{value}" for -{name}: parse error')
+                raise _usage_error(f'invalid boolean value "{value}" for -{name}: parse error')
         elif name in _STRING_FLAGS:
             if not has_value:
                 if index >= len(argv):
-                    raise UsageError(f"flag needs an argument: -{name}")
+                    raise _usage_error(f"flag needs an argument: -{name}")
                 value = argv[index]
                 index += 1
             flags[name] = value
         else:
-            raise UsageError(f"flag provided but not defined: -{name}")
+            raise _usage_error(f"flag provided but not defined: -{name}")
     return flags, argv[index:]
 
 
@@ -115,10 +114,10 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         sys.stdout.write(f"{PROG} version {__version__}\n")
         return 0
     if not rest:
-        raise UsageError("no command given")
+        raise _usage_error("no command given")
     command = rest[0]
     if "no-color" in flags and command not in HUMAN_COMMANDS and command != "help":
-        raise UsageError("flag provided but not defined: -no-color")  # the stages keep upstream's flag set
+        raise _usage_error("flag provided but not defined: -no-color")  # the stages keep upstream's flag set
     if command in ("poststart", "poststop"):
         return 0
     if command in ("prestart", "createRuntime"):
@@ -144,7 +143,7 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         from hook.cli import run_cli
 
         return run_cli(rest, config=config_path, debug=debug, no_color=no_color)
-    raise UsageError(f"unknown command: {command}")
+    raise _usage_error(f"unknown command: {command}")
 
 
 def print_help(rest: list[str]) -> int:
@@ -168,24 +167,40 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(flags, rest)
     except HelpRequestedError as request:
         return print_help(request.rest)
-    except UsageError as err:
+    except Exception as err:  # noqa: BLE001 - every failure is one line (report_error), never a traceback
+        return report_error(err, debug=debug)
+
+
+def report_error(err: Exception, *, debug: bool) -> int:
+    """Print the one line for a failure and return its exit status: a usage error with the usage text, a
+    refusal (HookError) as it is, an OSError no stage wrapped with its path and reason, anything else as an
+    internal error (its traceback only with -debug). The error classes are loaded here, not at start."""
+    from hook.errors import HookError, UsageError, describe_os_error
+
+    if isinstance(err, UsageError):
         sys.stderr.write(f"{err}\n{USAGE}")
         return err.exit_code
-    except HookError as err:
+    if isinstance(err, HookError):
         sys.stderr.write(f"{err}\n")
         return err.exit_code
-    except OSError as err:  # a system call no stage wrapped: still one line with the path and the reason
-        from hook.errors import describe_os_error
-
+    if isinstance(
+        err, OSError
+    ):  # a system call no stage wrapped: still one line with the path and the reason
         sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
         return 1
-    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a bare traceback
-        sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
-        if debug:
-            import traceback
+    sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
+    if debug:
+        import traceback
 
-            traceback.print_exc()
-        return 1
+        traceback.print_exception(err)
+    return 1
+
+
+def _usage_error(message: str) -> UsageError:
+    """A UsageError: its class is loaded only when the command line is refused (``hook.errors``)."""
+    from hook.errors import UsageError
+
+    return UsageError(message)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ import _stat as stat
 import posix
 
 from hook import paths
-from hook.errors import EnvFileError, escape
+from hook.errors import EnvFileError
+from hook.safetext import escape
 
 _WALK_FLAGS = posix.O_PATH | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
 _OPEN_FLAGS = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOFOLLOW | posix.O_CLOEXEC | posix.O_NOCTTY

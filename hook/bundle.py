@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 from hook import paths
-from hook.errors import SpecError, decode_error_reason, json_kind, os_error
+from hook.safetext import decode_error_reason, json_kind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hook.errors import SpecError
 
 
 class Spec:
@@ -29,11 +33,13 @@ def load_spec(bundle: str) -> Spec:
     try:
         fh = open(path, "rb")  # noqa: SIM115 - an open error and a read error are told apart
     except OSError as err:
-        raise SpecError(f"could not open OCI spec: open {path}: {_strerror(err)}") from None
+        raise _spec_error(f"could not open OCI spec: open {path}: {_strerror(err)}") from None
     with fh:
         try:
             raw = fh.read()  # no size bound: runc itself reads any size (20 MB and 50 MB specs run)
         except OSError as err:
+            from hook.errors import os_error
+
             raise os_error("read OCI spec", path, err) from None
     return Spec(path=path, raw=raw, document=parse_spec(raw))
 
@@ -45,9 +51,9 @@ def parse_spec(raw: bytes) -> dict[str, object]:
     try:
         document = decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
-        raise SpecError(f"could not decode OCI spec: {decode_error_reason(err)}") from None
+        raise _spec_error(f"could not decode OCI spec: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):
-        raise SpecError(
+        raise _spec_error(
             f"could not decode OCI spec: the spec must be a JSON object, got {json_kind(document)}"
         )
     return document
@@ -57,22 +63,22 @@ def check_spec(document: dict[str, object]) -> None:
     """Apply upstream's presence checks on ociVersion, process and root, and the types we rely on."""
     version = document.get("ociVersion")
     if version is None:
-        raise SpecError("Version is empty in OCI spec")
+        raise _spec_error("Version is empty in OCI spec")
     if not isinstance(version, str):
-        raise SpecError(f"could not decode OCI spec: ociVersion must be a string, got {json_kind(version)}")
+        raise _spec_error(f"could not decode OCI spec: ociVersion must be a string, got {json_kind(version)}")
     process = document.get("process")
     if process is None:
-        raise SpecError("Process is empty in OCI spec")
+        raise _spec_error("Process is empty in OCI spec")
     if not isinstance(process, dict):
-        raise SpecError(f"could not decode OCI spec: process must be an object, got {json_kind(process)}")
+        raise _spec_error(f"could not decode OCI spec: process must be an object, got {json_kind(process)}")
     root = document.get("root")
     if root is None:
-        raise SpecError("Root is empty in OCI spec")
+        raise _spec_error("Root is empty in OCI spec")
     if not isinstance(root, dict) or not isinstance(root.get("path", ""), str):
-        raise SpecError("could not decode OCI spec: root must be an object with a string path")
+        raise _spec_error("could not decode OCI spec: root must be an object with a string path")
     env = process.get("env")
     if env is not None and not (isinstance(env, list) and all(isinstance(item, str) for item in env)):
-        raise SpecError("could not decode OCI spec: process.env must be an array of strings")
+        raise _spec_error("could not decode OCI spec: process.env must be an array of strings")
     mounts = document.get("mounts")
     if mounts is not None and not (
         isinstance(mounts, list)
@@ -83,7 +89,7 @@ def check_spec(document: dict[str, object]) -> None:
             for m in mounts
         )
     ):
-        raise SpecError("could not decode OCI spec: mounts must be an array of objects with string fields")
+        raise _spec_error("could not decode OCI spec: mounts must be an array of objects with string fields")
 
 
 def process_env(document: dict[str, object]) -> list[str]:
@@ -100,7 +106,7 @@ def parse_env(entries: list[str]) -> dict[str, str]:
     for index, entry in enumerate(entries):
         name, sep, value = entry.partition("=")
         if not sep:
-            raise SpecError(f"invalid environment variable: process.env[{index}] has no '='")
+            raise _spec_error(f"invalid environment variable: process.env[{index}] has no '='")
         env[name] = value
     return env
 
@@ -152,7 +158,16 @@ def write_spec(path: str, document: dict[str, object]) -> None:
     try:
         write_atomic(path, dump_spec(document))
     except OSError as err:
+        from hook.errors import os_error
+
         raise os_error("write", path, err) from None
+
+
+def _spec_error(message: str) -> SpecError:
+    """A SpecError: its class is loaded only when a spec is refused (``hook.errors`` says why)."""
+    from hook.errors import SpecError
+
+    return SpecError(message)
 
 
 def _strerror(err: OSError) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hook import envvars
 from hook.devices import split_tokens
-from hook.errors import RequestError, escape
+from hook.safetext import escape
 
 DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
 
@@ -24,6 +24,8 @@ def resolve_capabilities(env: dict[str, str], supported: frozenset[str], *, lega
         if "all" in requested:
             return sorted(supported)
         if not requested <= supported:
+            from hook.errors import RequestError
+
             raise RequestError(
                 f"unsupported capabilities found in '{escape(','.join(sorted(requested)))}' "
                 f"(allowed '{','.join(sorted(requested & supported))}')",

@@ -7,11 +7,12 @@ the file, and tell whether it could matter, without importing ``typing`` or ``to
 from __future__ import annotations
 
 from hook import envvars, paths
-from hook.errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
+
+    from hook.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CONFIG_ERROR_PREFIX = "error getting hook config: failed to load config: "
@@ -81,13 +82,20 @@ def load_config_text(path: str, *, required: bool) -> str | None:
             data = fh.read()
     except FileNotFoundError:
         if required:
-            raise ConfigError(
+            raise config_error(
                 f"{_PREFIX}couldn't open required configuration file {path}: file does not exist"
             ) from None
         return None
     except OSError as err:
-        raise ConfigError(f"{_PREFIX}couldn't open configuration file {path}: {err.strerror}") from None
+        raise config_error(f"{_PREFIX}couldn't open configuration file {path}: {err.strerror}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
+        raise config_error(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
+
+
+def config_error(message: str) -> ConfigError:
+    """A ConfigError: its class is loaded only when the file is refused (``hook.errors`` says why)."""
+    from hook.errors import ConfigError
+
+    return ConfigError(message)

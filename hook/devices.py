@@ -7,8 +7,8 @@ behaviour description). An empty device list means "not a GPU container".
 from __future__ import annotations
 
 from hook import envvars, log, paths
-from hook.errors import escape
 from hook.paths import DEVICE_LIST_ROOT
+from hook.safetext import escape
 
 _IMEX_PREFIX = "imex/"
 _CDI_PREFIX = "cdi/"

@@ -29,7 +29,7 @@ import os
 import stat
 from typing import Any, Literal, NamedTuple
 
-from hook.errors import decode_error_reason
+from hook.safetext import decode_error_reason
 
 CURRENT = "1.0.0"
 LEGACY = "0.1.0"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from hook.errors import LINE_LIMIT, escape
+from hook.safetext import LINE_LIMIT, escape
 
 
 def info(message: str) -> None:

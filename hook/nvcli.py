@@ -7,7 +7,6 @@ import sys
 
 from hook import paths
 from hook.devices import go_clean
-from hook.errors import ExecError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +37,8 @@ def locate_cli(cli: CliSettings, environ: dict[str, str]) -> str:
         candidate = paths.join(directory or ".", CLI_NAME)
         if paths.isfile(candidate) and posix.access(candidate, posix.X_OK):
             return candidate
+    from hook.errors import ExecError
+
     raise ExecError(
         f'couldn\'t find binary {CLI_NAME} in PATH: exec: "{CLI_NAME}": executable file not found in $PATH'
     )
@@ -134,4 +135,6 @@ def exec_cli(argv: list[str], env: dict[str, str]) -> None:
         posix.execve(argv[0], argv, env)
     except OSError as err:
         text = err.strerror or type(err).__name__
+        from hook.errors import ExecError
+
         raise ExecError(f"exec failed: {text[:1].lower()}{text[1:]}") from None

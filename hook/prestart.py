@@ -20,7 +20,6 @@ from hook.bundle import (
     write_spec,
 )
 from hook.configfile import config_may_select, find_config_path, load_config_text
-from hook.errors import RequestError
 from hook.paths import DEVICE_LIST_ROOT
 from hook.privilege import resolve_privileged
 from hook.state import load_state
@@ -143,8 +142,10 @@ def resolve_container(
             trusted = frozenset(env_file.values)
     try:
         request = resolve_request(env, mounts, settings, privileged=privileged, trusted=trusted)
-    except RequestError as err:
-        if env_file is not None and err.variable in env_file.values:
+    except Exception as err:
+        from hook.errors import RequestError  # loaded only to refuse (``hook.errors``)
+
+        if isinstance(err, RequestError) and env_file is not None and err.variable in env_file.values:
             from hook.beneath import show_path
 
             raise RequestError(f"env file {show_path(env_file.path)}: {err.redacted}") from None

@@ -6,7 +6,6 @@ from hook import envvars
 from hook.capabilities import resolve_capabilities
 from hook.config import Settings
 from hook.devices import is_legacy_image, resolve_devices, resolve_imex_channels
-from hook.errors import RequestError
 from hook.records import Record
 from hook.requirements import resolve_requirements
 
@@ -70,5 +69,7 @@ def _mig_value(env: dict[str, str], name: str, short: str, *, privileged: bool) 
     """Return a MIG variable's value verbatim; only a privileged container may set it."""
     value = env.get(name, "")
     if value and not privileged:
+        from hook.errors import RequestError
+
         raise RequestError(f"cannot set {short} in non privileged container")
     return value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hook import envvars
-from hook.errors import RequestError, escape
+from hook.safetext import escape
 
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_BOOL = _GO_TRUE | frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -42,6 +42,8 @@ def resolve_requirements(env: dict[str, str], *, legacy: bool) -> list[str]:
         try:
             major_minor = parse_major_minor(version)
         except ValueError as err:
+            from hook.errors import RequestError
+
             raise RequestError(
                 "failed to get requirements failed to get version: "
                 f"invalid CUDA version {escape(version)}: {err}",

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 
 from hook.config import DEVICE_MODES, MAX_ENV_FILE_BYTES, default_settings
 from hook.envvars import POD_BINDING_ENGINES
-from hook.errors import ConfigError, HookError, decode_error_reason, json_kind
+from hook.errors import ConfigError, HookError
+from hook.safetext import decode_error_reason, json_kind
 
 KINDS = {
     "config": "oci-config.json",

@@ -18,8 +18,9 @@ import sys
 
 from hook.configfile import find_config_path, load_config_text
 from hook.envvars import GPU_ENV_HOOK_ENGINE, GPU_ENV_RUNTIME_PID, GPU_ENV_RUNTIME_PROBE
-from hook.errors import LINE_LIMIT, ExecError, HookError, SpecError, escape
+from hook.errors import ExecError, HookError, SpecError
 from hook.paths import FIXED_PATH, RUNTIME_WRAPPERS
+from hook.safetext import LINE_LIMIT, escape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hook.errors import StateError, decode_error_reason, json_kind
 from hook.jsontext import decode_prefix
+from hook.safetext import decode_error_reason, json_kind
 
 # How much one read of stdin asks for: a pipe's capacity.
 _CHUNK = 65536
@@ -11,6 +11,8 @@ _CHUNK = 65536
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
+
+    from hook.errors import StateError
 
 
 class State:
@@ -29,22 +31,22 @@ def parse_state(data: bytes) -> State:
     try:
         document, _ = decode_prefix(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
-        raise StateError(f"could not decode container state: {decode_error_reason(err)}") from None
+        raise _state_error(f"could not decode container state: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):
-        raise StateError("could not decode container state: the state must be a JSON object")
+        raise _state_error("could not decode container state: the state must be a JSON object")
     pid = document.get("pid", 0)
     if pid is None:
         pid = 0
     if isinstance(pid, bool) or not isinstance(pid, int):
-        raise StateError(f"could not decode container state: pid must be an integer, got {json_kind(pid)}")
+        raise _state_error(f"could not decode container state: pid must be an integer, got {json_kind(pid)}")
     bundle = document.get("bundle") or document.get("bundlePath") or ""
     if not isinstance(bundle, str):
-        raise StateError(
+        raise _state_error(
             f"could not decode container state: bundle must be a string, got {json_kind(bundle)}"
         )
     annotations = document.get("annotations") or {}
     if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
-        raise StateError("could not decode container state: annotations must map strings to strings")
+        raise _state_error("could not decode container state: annotations must map strings to strings")
     return State(bundle=bundle, pid=pid, annotations=annotations)
 
 
@@ -87,3 +89,10 @@ def _try_state(data: bytes) -> State | None:
         if position >= len(text.rstrip()) - 16 or message.startswith("Unterminated string"):
             return None
     return parse_state(data)
+
+
+def _state_error(message: str) -> StateError:
+    """A StateError: its class is loaded only when a state is refused (``hook.errors`` says why)."""
+    from hook.errors import StateError
+
+    return StateError(message)

@@ -174,8 +174,10 @@ def test_noop_stages_stay_lean(stage: str, tmp_path: Path, make_bundle: MakeBund
 # What os brings (it is not loaded by `python -I -S -c pass`): about a sixth of the interpreter's start. The
 # hook's stages use the builtin posix module and hook.paths instead; the shim and the commands may use os.
 OS = frozenset({"os", "os.path", "posixpath", "genericpath", "stat", "_stat", "_collections_abc"})
-# Any entry point: errors, the config file's location and text, variable names and node paths.
-ENTRY = frozenset({"__future__", "hook", "hook.configfile", "hook.envvars", "hook.errors", "hook.paths"})
+# Any entry point: message text (hook.safetext), the config file's location and text, variable names and node
+# paths. The error classes (hook.errors) load only where one is raised, or where a module that raises on its
+# main path (the env-file rules, the shim, the producer) is loaded.
+ENTRY = frozenset({"__future__", "hook", "hook.configfile", "hook.envvars", "hook.paths", "hook.safetext"})
 # Reading config.json and the state: the C JSON scanner, no json package.
 SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
 STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.state"})
@@ -186,21 +188,32 @@ REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
 # Rewriting config.json (or writing an env file): the atomic writer, only for a file that is written.
 WRITE = frozenset({"hook.atomicwrite"})
+ERRORS = frozenset({"hook.errors"})
 # The env-file code (opening beneath the directory, the linear reader hook.dotenvreader: no re, no typing),
 # loaded only when a container names a file.
 DOTENV_PARSER = frozenset({"hook.envfile", "hook.beneath", "_stat", "hook.dotenvreader"})
 # The env-file commands a device plugin runs per container: no typer, no hashlib (OpenSSL), no typing.
-PRODUCER = ENTRY | OS | SETTINGS | {"hook.__main__", "hook.producercli", "hook.producer"}
+PRODUCER = ENTRY | OS | SETTINGS | ERRORS | {"hook.__main__", "hook.producercli", "hook.producer"}
 PRODUCER |= {"hook.envfile", "hook.beneath"}  # the rules the writer checks a file against
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
-    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER | WRITE,
+    "env-file": ENTRY
+    | SPEC
+    | STAGE
+    | SETTINGS
+    | DEVICES
+    | REQUEST
+    | EXEC_CLI
+    | DOTENV_PARSER
+    | WRITE
+    | ERRORS,
     "precreate": ENTRY
     | SPEC
     | STAGE
     | SETTINGS
     | DOTENV_PARSER
+    | ERRORS
     | {"hook.precreate", "hook.specenv", "hook.handoff"},
     "shim-create": ENTRY
     | OS
@@ -210,6 +223,7 @@ PINNED = {
     | DEVICES
     | DOTENV_PARSER
     | WRITE
+    | ERRORS
     | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff", "hook.launch"},
     # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
     "handed-off": ENTRY
@@ -220,9 +234,10 @@ PINNED = {
     | REQUEST
     | EXEC_CLI
     | WRITE
+    | ERRORS
     | {"hook.handoff", "hook.envfile", "hook.beneath", "_stat"},
     # The config names the runtime: read with the TOML subset reader.
-    "shim-state": ENTRY | OS | {"hook.shim", "hook.tomlsubset"},
+    "shim-state": ENTRY | OS | ERRORS | {"hook.shim", "hook.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256"},
     "producer-write": PRODUCER | WRITE,
     "producer-check": PRODUCER | DOTENV_PARSER,

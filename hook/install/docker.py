@@ -34,7 +34,7 @@ def parse_daemon_json(data: bytes, where: str) -> dict[str, Any]:
     try:
         document = json.loads(data.decode("utf-8"))
     except ValueError as err:
-        from hook.errors import decode_error_reason
+        from hook.safetext import decode_error_reason
 
         raise InstallError(f"{where}: not valid JSON ({decode_error_reason(err)}); fix it first") from None
     if not isinstance(document, dict):

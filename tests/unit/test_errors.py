@@ -9,16 +9,8 @@ import re
 
 import pytest
 
-from hook.errors import (
-    LINE_LIMIT,
-    EnvFileError,
-    HookError,
-    RequestError,
-    SystemCallError,
-    describe_os_error,
-    escape,
-    os_error,
-)
+from hook.errors import EnvFileError, HookError, RequestError, SystemCallError, describe_os_error, os_error
+from hook.safetext import LINE_LIMIT, escape
 
 
 @pytest.mark.parametrize(
