@@ -10,11 +10,13 @@ JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -X utf8 -c
 * ``-X utf8``: file names are UTF-8 bytes to the kernel under any locale (``C``, ``POSIX``, an ISO-8859
   one, none), as in config.json, whose paths are UTF-8 JSON text.
 
-The code puts the package's directory first on ``sys.path`` and calls the entry's ``main``. For an
-installed tree (``/opt/gpu-env-hook``) the directory is read through the ``current`` symlink once, at
-start, so that one process runs one version even if ``install`` switches ``current`` meanwhile. A failure
-to load the package is one line on stderr and exit status 1, never a traceback. When ``main`` returns, the
-process ends without the interpreter's finalization (``FINISH``).
+The code puts the package's directory first on ``sys.path``, installs the finder that serves the
+directory's precompiled hot-path modules (``hook.frozen``: it does nothing where there are none, and a
+package from before it, say after a rollback of ``current``, runs without it) and calls the entry's
+``main``. For an installed tree (``/opt/gpu-env-hook``) the directory is read through the ``current``
+symlink once, at start, so that one process runs one version even if ``install`` switches ``current``
+meanwhile. A failure to load the package is one line on stderr and exit status 1, never a traceback. When
+``main`` returns, the process ends without the interpreter's finalization (``FINISH``).
 
 The code uses only builtin modules (``sys``, ``posix``, ``atexit``: ``os`` is not loaded by ``python -I -S``
 and the hot path does without it). This module imports nothing: the shim imports it on the create path.
@@ -62,19 +64,25 @@ def build_code(
         where = f"{tree}/{CURRENT}"
         find = (
             f"    target = posix.readlink({literal(where)})\n"
-            f'    sys.path[:0] = [(target if target.startswith("/") else {literal(tree + "/")} + target)'
-            f" + {literal('/' + LIB)}]\n"
+            f'    lib = (target if target.startswith("/") else {literal(tree + "/")} + target)'
+            f" + {literal('/' + LIB)}\n"
         )
     else:
         assert lib is not None  # noqa: S101 - checked above
         where = lib
-        find = f"    sys.path[:0] = [{literal(lib)}]\n"
+        find = f"    lib = {literal(lib)}\n"
     return (
         f"{CODE_MARK}\n"
         "import sys\n"
         "try:\n"
         "    import posix\n"
         f"{find}"
+        "    sys.path[:0] = [lib]\n"
+        "    try:\n"
+        "        from hook.frozen import install_finder\n"
+        "        install_finder(lib)\n"
+        "    except ImportError:\n"
+        "        pass\n"
         f"    from {entry} import main\n"
         "except Exception as err:\n"
         f"    sys.stderr.write({literal(prog + ': cannot load gpu-env-hook from ' + where + ': ')} "

@@ -298,3 +298,20 @@ def test_module_set_is_pinned(
         "gone": [],
     }
     assert execed == (name not in NO_EXEC_CASES)
+
+
+def test_frozen_modules_are_the_hot_path() -> None:
+    """``hook.frozen.MODULES`` (what install precompiles into the tree's one file) is exactly the package's
+    plain modules the pinned cases load: a module added to a case is served from that file too, not found
+    the slow way on every start (the package ``hook`` and subpackages stay out)."""
+    from hook.frozen import MODULES
+
+    hot = {name for modules in PINNED.values() for name in modules if name.startswith("hook.")}
+    plain = {
+        name for name in hot if name.count(".") == 1 and (REPO / f"{name.replace('.', '/')}.py").is_file()
+    }
+    assert {"missing": sorted(plain - set(MODULES)), "not-hot": sorted(set(MODULES) - plain)} == {
+        "missing": [],
+        "not-hot": [],
+    }
+    assert len(MODULES) == len(set(MODULES))

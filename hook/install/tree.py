@@ -7,6 +7,7 @@ for another Python must not break a node). So ``install`` copies the package int
     /opt/gpu-env-hook/
         0.1.0-1a2b3c4d5e6f/          one version: <package version>-<digest of its files>
             lib/hook/...             the package (pure Python: no site-packages, no dependency needed)
+            lib/hook.frozen          the stages' modules precompiled in one file (``hook.frozen``)
             .gpu-env-hook-tree       what this directory is (only such directories are ever removed)
         current -> 0.1.0-1a2b3c4d5e6f
 
@@ -16,6 +17,11 @@ content, so it is never rewritten while something runs from it: a new version is
 name, renamed into place whole, and ``current`` is switched by an atomic rename of a new symlink. The
 version ``current`` pointed at before stays (a create that started just before the switch still imports
 from it); older ones are removed. Nothing else in the directory (a DaemonSet's interpreter, say) is touched.
+
+When the interpreter the engines run is there at install, it byte-compiles the new version (``compileall``
+with the node paths as file names) and then writes ``lib/hook.frozen`` from it, before the rename: the
+modules a container start imports, served by one finder from one file (``hook.frozen``). Without it (an
+interpreter that is not there yet), neither is written: the first start compiles, imports go the usual way.
 
 The hot path imports only the standard library (``tests/test_import_guard.py``); ``RUNTIME_DEPENDENCIES``
 names the third-party top-level packages a container start may still need, copied beside ``hook``: PyYAML,
@@ -165,9 +171,9 @@ def build_version(node: NodeRoot, tree: str, content: TreeContent, *, compile_wi
                     os.fchmod(top, DIR_MODE)
                     _write_files(top, content)
                     if compile_with is not None:
-                        _compile(
-                            compile_with, f"/proc/self/fd/{top}/{LIB}", f"{tree}/{content.name}/{LIB}", top
-                        )
+                        lib, node_lib = f"/proc/self/fd/{top}/{LIB}", f"{tree}/{content.name}/{LIB}"
+                        if _compile(compile_with, lib, node_lib, top):
+                            _freeze(compile_with, lib, node_lib, top)
                 finally:
                     os.close(top)
                 os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
@@ -205,12 +211,30 @@ def _write_files(top: int, content: TreeContent) -> None:
             os.close(fd)
 
 
-def _compile(python: str, lib: str, node_lib: str, top: int) -> None:
+def _compile(python: str, lib: str, node_lib: str, top: int) -> bool:
     """Byte-compile ``lib`` with the interpreter the engines run (its own cache tags), naming the files by
-    their node paths; a failure only leaves the compiling to the first start."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(
-            [python, "-I", "-S", "-X", "utf8", "-m", "compileall", "-q", "-d", node_lib, lib],
+    their node paths; a failure only leaves the compiling to the first start. Return whether it succeeded."""
+    return _run_node_python(python, ["-m", "compileall", "-q", "-d", node_lib, lib], top)
+
+
+def _freeze(python: str, lib: str, node_lib: str, top: int) -> bool:
+    """Write ``<lib>/hook.frozen`` (``hook.frozen``: the hot-path modules in one file) with the interpreter
+    the engines run, from the version's own package; a failure only leaves the modules to the usual
+    imports. Return whether it succeeded."""
+    return _run_node_python(python, ["-B", "-c", _FREEZE_CODE, lib, node_lib], top)
+
+
+# Run by the node's interpreter from the version being built: the blob is that version's, in its format.
+_FREEZE_CODE = (
+    "import sys; sys.path[:0] = [sys.argv[1]]; from hook.frozen import write_blob; write_blob(*sys.argv[1:3])"
+)
+
+
+def _run_node_python(python: str, args: list[str], top: int) -> bool:
+    """Run ``python -I -S -X utf8 ARGS`` quietly, with the directory ``top`` open in it; return success."""
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-S", "-X", "utf8", *args],
             env={"PATH": paths.FIXED_PATH},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -219,6 +243,9 @@ def _compile(python: str, lib: str, node_lib: str, top: int) -> None:
             check=False,
             pass_fds=(top,),
         )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0
 
 
 def remove_versions(node: NodeRoot, tree: str, keep: set[str | None]) -> list[str]:

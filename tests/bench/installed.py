@@ -1,8 +1,10 @@
 """The hook as a node runs it, for the benchmarks: ``gpu-env-hook install`` into a scratch ``--root``.
 
 ``scratch_install`` builds a throwaway interpreter without pip (a venv from the base interpreter holding
-copies of ``hook/`` and ``dotenv/``, as a wheel install leaves them), runs ``install --engine podman
---root SCRATCH --python THAT --config CFG`` and returns what the engine would run: the oci-hooks.d JSON's
+copies of ``hook/`` and ``dotenv/``, as a wheel install leaves them) beneath the scratch root, at
+``/opt/gpu-env-hook-bench-python`` on the node, so that install byte-compiles and freezes the tree with it
+as on a node; runs ``install --engine podman --root SCRATCH --python THAT --config CFG`` and returns what
+the engine would run: the oci-hooks.d JSON's
 ``hook`` entry (path, args, env) and the runtime wrapper. Paths in what install wrote are the node's; each
 is found under the scratch root. When install lays files out beneath node directories that this machine
 does not have (``/opt/...``), the benchmark runs in its own mount namespace with the scratch copies bound
@@ -27,6 +29,8 @@ from hook.paths import HOOK_JSON_NAME, OCI_HOOKS_DIRS, runtime_wrapper
 NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
 # Node directories install may write below, that a scratch root can stand in for inside the namespace.
 BINDABLE = ("opt",)
+# The clean interpreter's directory below /opt on the scratch node.
+NODE_PYTHON = "gpu-env-hook-bench-python"
 
 
 @dataclass(frozen=True)
@@ -55,15 +59,16 @@ def enter_namespace() -> None:
     os.execvpe("unshare", argv, env)
 
 
-def make_clean_python(workdir: Path) -> str:
-    """Build a pip-less venv holding copies of hook/ and dotenv/; return its python."""
+def make_clean_python(venv: Path) -> str:
+    """Build a pip-less venv holding copies of hook/ and dotenv/ at ``venv``; return its python. The
+    interpreter is a copy (``--copies``), not a link out of the directory: placed beneath a scratch root, it
+    is there for ``install`` as a node's interpreter is (install byte-compiles the tree with it)."""
     import dotenv
 
     import hook
 
     base_python = getattr(sys, "_base_executable", sys.executable)
-    venv = workdir / "venv"
-    subprocess.run([base_python, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([base_python, "-m", "venv", "--without-pip", "--copies", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
         [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -99,15 +104,17 @@ def bind_node_dirs(root: Path) -> list[str]:
 
 
 def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = None) -> Installed:
-    """Install for podman into ``workdir/root`` with a clean interpreter; return what engines would run."""
-    python = make_clean_python(workdir)
+    """Install for podman into ``workdir/root`` with a clean interpreter at ``/opt/<NODE_PYTHON>`` on the
+    node (beneath the root); return what engines would run."""
     root = workdir / "root"
+    node_python = f"/opt/{NODE_PYTHON}/bin/python"
+    python = make_clean_python(root / "opt" / NODE_PYTHON)
     config = workdir / "config.toml"
     config.write_text(config_text, encoding="utf-8")
     (root / str(config.parent).lstrip("/")).mkdir(parents=True, exist_ok=True)
     shutil.copy(config, root / str(config).lstrip("/"))
     argv = [sys.executable, "-m", "hook", "install", "--engine", "podman", "--root", str(root)]
-    argv += ["--python", python, "--config", str(config)]
+    argv += ["--python", node_python, "--config", str(config)]
     help_text = subprocess.run(
         [sys.executable, "-m", "hook", "install", "--help"], capture_output=True, text=True, check=True
     ).stdout

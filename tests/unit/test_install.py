@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from hook import paths
+from hook.frozen import BLOB, header
 from hook.install import (
     HOOK_ENTRY,
     InstallError,
@@ -693,3 +694,13 @@ def test_tree_is_byte_compiled_by_the_node_interpreter(node: Path) -> None:
     (version,) = [path for path in (node / "opt/gpu-env-hook").iterdir() if path.name != "current"]
     compiled = list((version / "lib/hook/__pycache__").glob("shim.*.pyc"))
     assert compiled, sorted(p.name for p in (version / "lib/hook").iterdir())
+    # and the stages' modules precompiled into one file for that interpreter (hook.frozen)
+    assert (version / "lib" / BLOB).read_bytes().startswith(header())
+
+
+def test_tree_without_the_node_interpreter_is_neither_compiled_nor_frozen(node: Path) -> None:
+    """An interpreter not beneath --root yet: no .pyc and no hook.frozen (the first start compiles)."""
+    write_install(InstallOptions(engine="podman", python="/usr/bin/python3", root=str(node)))
+    lib = node / "opt/gpu-env-hook/current/lib"
+    assert sorted(p.name for p in lib.iterdir()) == ["hook", "yaml"]
+    assert not (lib / "hook/__pycache__").exists()
