@@ -3,10 +3,10 @@
 A start of the hook imports about twenty of the package's modules. Found the usual way, each costs the
 import machinery's walk beyond its own code: the path finder, a ``stat`` of the source, an open and read of
 its ``.pyc``, importlib's bookkeeping in Python. ``install`` therefore writes, beside the byte-compiled
-package, one file holding the code of the modules the stages load (``MODULES``), compiled by the node's
-interpreter with the node paths as file names; the launch code (``hook.launch``) calls ``install_finder``
-before it imports the entry, and the finder put first on ``sys.meta_path`` serves those modules from the
-table it read at start.
+package, one file holding the code of the modules the stages load (``hook.freeze``), compiled by the
+node's interpreter with the node paths as file names; the launch code (``hook.launch``) calls
+``install_finder`` before it imports the entry, and the finder put first on ``sys.meta_path`` serves those
+modules from that file.
 
 What keeps this as safe as the ``.pyc`` files it stands in for:
 
@@ -17,11 +17,11 @@ What keeps this as safe as the ``.pyc`` files it stands in for:
 * anything wrong with the file (missing, unreadable, truncated, corrupt, another interpreter's) means no
   finder: the imports go the usual way. Nothing is printed, nothing raised.
 
-Each module's code is kept marshalled in the table and loaded only when that module is imported. The
-package itself (``hook``: its ``__file__`` and resources) and subpackages are never served.
+Each module's code is kept marshalled in the file and read and loaded only when that module is imported
+(a ``pread`` of its bytes). The package itself (``hook``: its ``__file__`` and resources) and subpackages
+are never served. The file is written by ``hook.freeze``, at install, with the node's interpreter.
 
-Run time needs builtin modules only (``sys``, ``posix``, ``marshal``); ``write_blob`` runs at install, with
-the node's interpreter, from the version directory being built.
+This module runs on every start: builtin modules only (``sys``, ``posix``, ``marshal``), nothing else.
 """
 
 from __future__ import annotations
@@ -36,47 +36,14 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import CodeType, ModuleType
 
-    # A module's entry: its path relative to lib, its source's mtime (ns) and size, where its code is.
-    Entry = tuple[str, int, int, int, int]
+    # A module's entry (``hook.freeze`` writes them): its source's path relative to lib, mtime (ns) and
+    # size, its .pyc's path relative to lib (``__cached__``), where its code is.
+    Entry = tuple[str, int, int, str, int, int]
 else:
     Loader = object
     ModuleSpec = type(sys.__spec__)
 
 BLOB = "hook.frozen"
-# The package's plain modules that the stages load: the union of the module sets tests/test_import_guard.py
-# pins for the hot-path cases (test_frozen_modules_are_the_hot_path there ties the two together).
-MODULES = (
-    "hook.__main__",
-    "hook.beneath",
-    "hook.bundle",
-    "hook.capabilities",
-    "hook.config",
-    "hook.configfile",
-    "hook.devices",
-    "hook.dotenvreader",
-    "hook.envfile",
-    "hook.envvars",
-    "hook.errors",
-    "hook.handoff",
-    "hook.jsontext",
-    "hook.launch",
-    "hook.log",
-    "hook.mode",
-    "hook.nvcli",
-    "hook.paths",
-    "hook.precreate",
-    "hook.prestart",
-    "hook.privilege",
-    "hook.producer",
-    "hook.producercli",
-    "hook.records",
-    "hook.request",
-    "hook.requirements",
-    "hook.shim",
-    "hook.specenv",
-    "hook.state",
-    "hook.tomlsubset",
-)
 _MARK = b"gpu-env-hook frozen 1\n"
 # The first read: the header and the table, as built (a larger table is read on).
 _FIRST_READ = 8192
@@ -90,9 +57,9 @@ def header() -> bytes:
 
 
 class FrozenFinder(Loader):
-    """Finder and loader of the modules in one blob: its table ``{name: (path relative to lib, source
-    mtime in ns, source size, start, end)}`` and the open blob, where each module's marshalled code is
-    at ``base + start`` up to ``base + end``."""
+    """Finder and loader of the modules in one blob: its table ``{name: (source path relative to lib,
+    source mtime in ns, source size, .pyc path relative to lib, start, end)}`` and the open blob, where
+    each module's marshalled code is at ``base + start`` up to ``base + end``."""
 
     def __init__(self, lib: str, table: dict[str, Entry], fd: int, base: int) -> None:
         self.lib = lib
@@ -112,7 +79,7 @@ class FrozenFinder(Loader):
         if entry is None:
             return None
         try:
-            relative, mtime, size, start, end = entry
+            relative, mtime, size, cached, start, end = entry
             source = self.lib + "/" + relative
             found = posix.stat(source)
             if found.st_mtime_ns != mtime or found.st_size != size:
@@ -123,6 +90,7 @@ class FrozenFinder(Loader):
             return None
         spec = ModuleSpec(name, self, origin=source, loader_state=code)
         spec.has_location = True
+        spec.cached = self.lib + "/" + cached  # as the file loader's (importlib would compute it)
         return spec
 
     def create_module(self, spec: ModuleSpec) -> None:
@@ -173,51 +141,3 @@ def _read_table(fd: int) -> tuple[dict[str, Entry], int] | None:
         data += posix.read(fd, base - len(data))
     table = marshal.loads(data[index:base])  # noqa: S302 - install wrote it, beside the package's code
     return (table, base) if type(table) is dict else None
-
-
-def build_blob(lib: str, node_lib: str, modules: tuple[str, ...] = MODULES) -> bytes:
-    """Compile ``modules`` from the sources in ``lib`` (this interpreter, as ``compileall`` does), naming
-    each by its node path in ``node_lib``; return the blob's bytes. A module without a plain source file
-    there is left out (it is imported the usual way)."""
-    table = {}
-    codes = []
-    end = 0
-    for name in modules:
-        relative = name.replace(".", "/") + ".py"
-        try:
-            fd = posix.open(lib + "/" + relative, posix.O_RDONLY | posix.O_CLOEXEC | posix.O_NOFOLLOW)
-        except FileNotFoundError:
-            continue
-        try:
-            found = posix.fstat(fd)
-            source = posix.read(fd, found.st_size + 1)
-        finally:
-            posix.close(fd)
-        if len(source) != found.st_size:
-            continue
-        code = marshal.dumps(compile(source, node_lib + "/" + relative, "exec", dont_inherit=True))
-        table[name] = (relative, found.st_mtime_ns, found.st_size, end, end + len(code))
-        codes.append(code)
-        end += len(code)
-    index = marshal.dumps(table)
-    return header() + len(index).to_bytes(4, "little") + index + b"".join(codes)
-
-
-def write_blob(lib: str, node_lib: str) -> None:
-    """Write ``<lib>/hook.frozen`` atomically (a temp file, fsync, rename)."""
-    data = build_blob(lib, node_lib)
-    tmp = f"{lib}/.{BLOB}.{posix.getpid()}.tmp"
-    fd = posix.open(tmp, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC, 0o644)
-    try:
-        try:
-            posix.fchmod(fd, 0o644)
-            view = memoryview(data)
-            while view:
-                view = view[posix.write(fd, view) :]
-            posix.fsync(fd)
-        finally:
-            posix.close(fd)
-        posix.rename(tmp, f"{lib}/{BLOB}")
-    except BaseException:
-        posix.unlink(tmp)
-        raise

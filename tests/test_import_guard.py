@@ -301,10 +301,10 @@ def test_module_set_is_pinned(
 
 
 def test_frozen_modules_are_the_hot_path() -> None:
-    """``hook.frozen.MODULES`` (what install precompiles into the tree's one file) is exactly the package's
+    """``hook.freeze.MODULES`` (what install precompiles into the tree's one file) is exactly the package's
     plain modules the pinned cases load: a module added to a case is served from that file too, not found
     the slow way on every start (the package ``hook`` and subpackages stay out)."""
-    from hook.frozen import MODULES
+    from hook.freeze import MODULES
 
     hot = {name for modules in PINNED.values() for name in modules if name.startswith("hook.")}
     plain = {

@@ -226,7 +226,7 @@ def _freeze(python: str, lib: str, node_lib: str, top: int) -> bool:
 
 # Run by the node's interpreter from the version being built: the blob is that version's, in its format.
 _FREEZE_CODE = (
-    "import sys; sys.path[:0] = [sys.argv[1]]; from hook.frozen import write_blob; write_blob(*sys.argv[1:3])"
+    "import sys; sys.path[:0] = [sys.argv[1]]; from hook.freeze import write_blob; write_blob(*sys.argv[1:3])"
 )
 
 

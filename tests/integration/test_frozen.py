@@ -22,7 +22,8 @@ import pytest
 from conftest import REPO, STANDIN_CLI
 
 from hook import paths
-from hook.frozen import BLOB, MODULES, header
+from hook.freeze import MODULES
+from hook.frozen import BLOB, header
 from hook.launch import build_code
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,8 @@ BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", None) or sys.exe
 NODE_PYTHON_DIR = "/opt/gpu-env-hook-test-python"
 NODE_PYTHON = f"{NODE_PYTHON_DIR}/bin/python"
 # Runs the launch code unchanged (``exec``), and on the way out, at the cli's exec or at the process's end,
-# writes every loaded module and the type of its loader to OUT. The cli is not run (its exec is replaced).
+# writes every loaded module, its loader's type, __file__ and __cached__ to OUT. The cli is not run (its exec
+# is replaced).
 RECORDER = """\
 import posix, sys
 def _dump():
@@ -39,7 +41,9 @@ def _dump():
         for name, module in sorted(sys.modules.items()):
             spec = getattr(module, "__spec__", None)
             loader = getattr(spec, "loader", None)
-            fh.write(name + " " + (loader.__name__ if isinstance(loader, type) else type(loader).__name__) + "\\n")
+            kind = loader.__name__ if isinstance(loader, type) else type(loader).__name__
+            where = [getattr(module, "__file__", None), getattr(module, "__cached__", None)]
+            fh.write("\\t".join([name, kind, *map(str, where)]) + "\\n")
 def _exec(*args):
     _dump()
     _real_exit(0)
@@ -164,6 +168,8 @@ class FrozenNode:
         """The installed entry's own launch code."""
         return self.hook_args[self.hook_args.index("-c") + 1]
 
+    locations: dict[str, tuple[str, str]]  # of the last ``modules``: {module: (__file__, __cached__)}
+
     def modules(self, bundle: Path, launch: str | None = None, *, status: int = 0) -> dict[str, str]:
         """Run the hook's launch code (``launch``; default: the installed entry's) recording what it loaded:
         {module: its loader's type}."""
@@ -172,7 +178,9 @@ class FrozenNode:
         code = f"OUT = {str(out)!r}\nLAUNCH = {(launch or self.launch_code())!r}\n{RECORDER}"
         run = self.run(bundle, code=code)
         assert run.returncode == status, run.stderr
-        return dict(line.split(" ", 1) for line in out.read_text().splitlines())
+        rows = [line.split("\t") for line in out.read_text().splitlines()]
+        self.locations = {row[0]: (row[2], row[3]) for row in rows}
+        return {row[0]: row[1] for row in rows}
 
     def without_blob(self) -> Path:
         """Take the blob away (renamed beside it); return where it is now."""
@@ -212,9 +220,11 @@ def test_hot_modules_come_from_the_blob(node: FrozenNode, case: str) -> None:
     modules it loads without the blob (the package itself and the standard library the usual way)."""
     bundle = node.case(case)
     with_blob = node.modules(bundle)
+    locations = node.locations
     node.without_blob()
     without = node.modules(bundle)
     assert sorted(with_blob) == sorted(without)
+    assert locations == node.locations  # __file__ and __cached__ as the file loader sets them
     hook_modules = {name for name in with_blob if name.startswith("hook.") and name != "hook.frozen"}
     assert served(with_blob) == hook_modules
     assert hook_modules <= set(MODULES)
@@ -272,7 +282,7 @@ def whole_entries(data: bytes) -> set[str]:
     head = header()
     base = len(head) + 4 + int.from_bytes(data[len(head) : len(head) + 4], "little")
     table = marshal.loads(data[len(head) + 4 : base])  # noqa: S302 - the blob install wrote here
-    return {name for name, entry in table.items() if base + entry[4] <= len(data)}
+    return {name for name, entry in table.items() if base + entry[5] <= len(data)}
 
 
 BREAKS = {

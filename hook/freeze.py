@@ -1,0 +1,103 @@
+"""Write ``<lib>/hook.frozen``: the stages' modules precompiled into one file that ``hook.frozen`` serves.
+
+``install`` runs ``write_blob`` with the node's interpreter (``python -I -S -B``), from the version
+directory it is building, after ``compileall``: the code is that interpreter's, compiled as ``compileall``
+compiles it, each file named by its node path (``-d``), so tracebacks name the node's files.
+
+The file: ``hook.frozen.header()`` (format, bytecode magic number, optimization level), the length of the
+table (4 bytes, little-endian), the table (marshal: ``{module: (source path relative to lib, source mtime
+in ns, source size, .pyc path relative to lib, start, end)}``), then each module's marshalled code object
+at ``start:end`` of what follows the table.
+"""
+
+from __future__ import annotations
+
+import marshal
+import posix
+from importlib.util import cache_from_source
+
+from hook.frozen import BLOB, header
+
+# The package's plain modules that the stages load: the union of the module sets tests/test_import_guard.py
+# pins for the hot-path cases (test_frozen_modules_are_the_hot_path there ties the two together).
+MODULES = (
+    "hook.__main__",
+    "hook.beneath",
+    "hook.bundle",
+    "hook.capabilities",
+    "hook.config",
+    "hook.configfile",
+    "hook.devices",
+    "hook.dotenvreader",
+    "hook.envfile",
+    "hook.envvars",
+    "hook.errors",
+    "hook.handoff",
+    "hook.jsontext",
+    "hook.launch",
+    "hook.log",
+    "hook.mode",
+    "hook.nvcli",
+    "hook.paths",
+    "hook.precreate",
+    "hook.prestart",
+    "hook.privilege",
+    "hook.producer",
+    "hook.producercli",
+    "hook.records",
+    "hook.request",
+    "hook.requirements",
+    "hook.shim",
+    "hook.specenv",
+    "hook.state",
+    "hook.tomlsubset",
+)
+
+
+def build_blob(lib: str, node_lib: str, modules: tuple[str, ...] = MODULES) -> bytes:
+    """Compile ``modules`` from the sources in ``lib`` (this interpreter, as ``compileall`` does), naming
+    each by its node path in ``node_lib``; return the blob's bytes. A module without a plain source file
+    there is left out (it is imported the usual way)."""
+    table = {}
+    codes = []
+    end = 0
+    for name in modules:
+        relative = name.replace(".", "/") + ".py"
+        try:
+            fd = posix.open(lib + "/" + relative, posix.O_RDONLY | posix.O_CLOEXEC | posix.O_NOFOLLOW)
+        except FileNotFoundError:
+            continue
+        try:
+            found = posix.fstat(fd)
+            source = posix.read(fd, found.st_size + 1)
+        finally:
+            posix.close(fd)
+        if len(source) != found.st_size:
+            continue
+        code = marshal.dumps(compile(source, node_lib + "/" + relative, "exec", dont_inherit=True))
+        cached = cache_from_source(relative)
+        table[name] = (relative, found.st_mtime_ns, found.st_size, cached, end, end + len(code))
+        codes.append(code)
+        end += len(code)
+    index = marshal.dumps(table)
+    return header() + len(index).to_bytes(4, "little") + index + b"".join(codes)
+
+
+def write_blob(lib: str, node_lib: str) -> None:
+    """Write ``<lib>/hook.frozen`` atomically (a temp file, fsync, rename)."""
+    data = build_blob(lib, node_lib)
+    tmp = f"{lib}/.{BLOB}.{posix.getpid()}.tmp"
+    fd = posix.open(tmp, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC, 0o644)
+    try:
+        try:
+            posix.fchmod(fd, 0o644)
+            view = memoryview(data)
+            while view:
+                view = view[posix.write(fd, view) :]
+            posix.fsync(fd)
+        finally:
+            posix.close(fd)
+        posix.rename(tmp, f"{lib}/{BLOB}")
+    except BaseException:
+        posix.unlink(tmp)
+        raise
