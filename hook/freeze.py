@@ -22,6 +22,7 @@ from hook.frozen import BLOB, header
 # pins for the hot-path cases (test_frozen_modules_are_the_hot_path there ties the two together).
 MODULES = (
     "hook.__main__",
+    "hook.atomicwrite",
     "hook.beneath",
     "hook.bundle",
     "hook.capabilities",
@@ -47,6 +48,7 @@ MODULES = (
     "hook.records",
     "hook.request",
     "hook.requirements",
+    "hook.safetext",
     "hook.shim",
     "hook.specenv",
     "hook.state",
