@@ -228,7 +228,7 @@ def test_hot_modules_come_from_the_blob(node: FrozenNode, case: str) -> None:
     hook_modules = {name for name in with_blob if name.startswith("hook.") and name != "hook.frozen"}
     assert served(with_blob) == hook_modules
     assert hook_modules <= set(MODULES)
-    assert {"hook.__main__", "hook.prestart", "hook.errors"} <= hook_modules
+    assert {"hook.__main__", "hook.prestart", "hook.paths"} <= hook_modules
     assert served(without) == set()
     assert {without[name] for name in hook_modules} == {"SourceFileLoader"}
     assert with_blob["hook"] == with_blob["hook.frozen"] == "SourceFileLoader"
@@ -265,7 +265,7 @@ def test_an_edited_source_is_imported_from_the_source(node: FrozenNode, edit: st
         os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
     modules = node.modules(bundle)
     assert modules["hook.prestart"] == "SourceFileLoader"
-    assert {"hook.__main__", "hook.errors", "hook.nvcli"} <= served(modules)
+    assert {"hook.__main__", "hook.paths", "hook.nvcli"} <= served(modules)
     run = node.run(bundle)
     assert run.returncode == 0
     assert ("edited\n" in run.stderr) == (edit == "appended")
