@@ -12,15 +12,14 @@ import _stat as stat
 import posix
 
 from hook import paths
-from hook.errors import EnvFileError
 from hook.safetext import escape
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hook.errors import EnvFileError, EnvFileMissingError
 
 _WALK_FLAGS = posix.O_PATH | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
 _OPEN_FLAGS = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOFOLLOW | posix.O_CLOEXEC | posix.O_NOCTTY
-
-
-class EnvFileMissingError(EnvFileError):
-    """The named file (or a directory on its way) does not exist."""
 
 
 def show_path(path: str) -> str:
@@ -29,9 +28,18 @@ def show_path(path: str) -> str:
 
 
 def refuse(path: str, reason: str, *, line: int | None = None) -> EnvFileError:
-    """Build the one-line refusal for ``path``."""
+    """Build the one-line refusal for ``path`` (the error classes load only now: ``hook.errors``)."""
+    from hook.errors import EnvFileError
+
     where = f"env file {show_path(path)}" + (f" line {line}" if line is not None else "")
     return EnvFileError(f"{where}: {reason}")
+
+
+def missing(path: str, reason: str) -> EnvFileMissingError:
+    """Build the refusal for a file or directory that does not exist (``on-missing`` may ignore it)."""
+    from hook.errors import EnvFileMissingError
+
+    return EnvFileMissingError(refuse(path, reason).args[0])
 
 
 # --- opening ---------------------------------------------------------------------------------------------
@@ -79,7 +87,7 @@ def _walk_to_parent(path: str, directories: tuple[str, ...]) -> tuple[int, str, 
     try:
         current = posix.open(directory, posix.O_PATH | posix.O_DIRECTORY | posix.O_CLOEXEC)
     except FileNotFoundError:
-        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
+        raise missing(path, "does not exist (no such directory)") from None
     except OSError as err:
         raise refuse(path, f"cannot open its directory: {errno_text(err)}") from None
     where = directory.rstrip("/") or "/"
@@ -101,7 +109,7 @@ def _open_component(parent: int, where: str, name: str, path: str, depth: int) -
     try:
         return posix.open(name, _WALK_FLAGS, dir_fd=parent)
     except FileNotFoundError:
-        raise EnvFileMissingError(refuse(path, "does not exist (no such directory)").args[0]) from None
+        raise missing(path, "does not exist (no such directory)") from None
     except OSError as err:
         kind = _kind_at(parent, where, name, path)
         if kind == "a symlink":
@@ -115,13 +123,13 @@ def _open_leaf(parent: int, where: str, name: str, path: str) -> int:
     """Open the file itself: it must be a regular file, and it is re-checked on the descriptor after."""
     kind = _kind_at(parent, where, name, path)
     if kind is None:
-        raise EnvFileMissingError(refuse(path, "does not exist").args[0])
+        raise missing(path, "does not exist")
     if kind != "a regular file":
         raise refuse(path, f"is {kind}, not a regular file")
     try:
         return posix.open(name, _OPEN_FLAGS, dir_fd=parent)
     except FileNotFoundError:
-        raise EnvFileMissingError(refuse(path, "does not exist").args[0]) from None
+        raise missing(path, "does not exist") from None
     except OSError as err:
         raise refuse(path, f"cannot open: {errno_text(err)}") from None
 

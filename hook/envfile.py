@@ -11,9 +11,8 @@ import _stat as stat
 import posix
 
 from hook import envvars
-from hook.beneath import EnvFileMissingError, describe_mode, open_beneath, refuse
+from hook.beneath import describe_mode, open_beneath, refuse
 from hook.config import is_env_name
-from hook.errors import EnvFileError, os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +39,8 @@ def check_descriptor(fd: int, path: str) -> None:
     try:
         info = posix.fstat(fd)
     except OSError as err:
+        from hook.errors import os_error
+
         raise os_error("inspect env file", path, err) from None
     if not stat.S_ISREG(info.st_mode):
         raise refuse(path, f"is {describe_mode(info.st_mode)}, not a regular file")
@@ -59,6 +60,8 @@ def read_bounded(fd: int, limit: int, path: str) -> bytes:
         try:
             chunk = posix.read(fd, limit + 1 - total)
         except OSError as err:
+            from hook.errors import os_error
+
             raise os_error("read env file", path, err) from None
         if not chunk:
             break
@@ -99,14 +102,6 @@ class EnvFileText:
         self.bad_utf8_line = bad_utf8_line
 
 
-class EnvFileSyntaxError(EnvFileError):
-    """The file is not valid dotenv; ``bindings`` holds what was read before the line that breaks."""
-
-    def __init__(self, message: str, bindings: list[tuple[str, str | None, int]]) -> None:
-        super().__init__(message)
-        self.bindings = bindings
-
-
 def read_env_file(data: bytes, path: str) -> EnvFileText:
     """Read dotenv bytes as python-dotenv would (without interpolation), in linear time: hook.dotenvreader.
 
@@ -125,6 +120,8 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
     try:
         bindings = parse_dotenv(text)
     except DotenvSyntaxError as err:
+        from hook.errors import EnvFileSyntaxError  # the error classes load only to refuse (hook.errors)
+
         raise EnvFileSyntaxError(
             refuse(path, "is not a valid dotenv line", line=err.line).args[0], err.bindings
         ) from None
@@ -289,17 +286,22 @@ def resolve_env_file(
         return None
     try:
         data = load_env_file_bytes(path, settings)
-    except EnvFileMissingError:
-        if settings.on_missing == "ignore":
+    except Exception as err:
+        from hook.errors import EnvFileMissingError  # the error classes load only on failure (hook.errors)
+
+        if isinstance(err, EnvFileMissingError) and settings.on_missing == "ignore":
             return None
         raise
     # The pin first: naming another pod's file must not tell which content rule that file breaks.
     try:
         text = read_env_file(data, path)
-    except EnvFileSyntaxError as err:
-        pins = find_pins(err.bindings, path)
-        if pins:  # pinned before the line that breaks: that pin is checked first
-            check_pins(pins, annotations, path, settings)
+    except Exception as err:
+        from hook.errors import EnvFileSyntaxError
+
+        if isinstance(err, EnvFileSyntaxError):
+            pins = find_pins(err.bindings, path)
+            if pins:  # pinned before the line that breaks: that pin is checked first
+                check_pins(pins, annotations, path, settings)
         raise
     pinned = check_pins(find_pins(text.bindings, path), annotations, path, settings)
     values = check_content(text, path, variable=settings.variable)

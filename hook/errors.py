@@ -56,6 +56,18 @@ class EnvFileError(HookError):
     """The env file named by the container is refused; the message never carries its content."""
 
 
+class EnvFileMissingError(EnvFileError):
+    """The named env file (or a directory on its way) does not exist: ``[env-file] on-missing`` decides."""
+
+
+class EnvFileSyntaxError(EnvFileError):
+    """The env file is not valid dotenv; ``bindings`` holds what was read before the line that breaks."""
+
+    def __init__(self, message: str, bindings: list[tuple[str, str | None, int]]) -> None:
+        super().__init__(message)
+        self.bindings = bindings
+
+
 class ExecError(HookError):
     """nvidia-container-cli (or the real runtime) cannot be found or executed."""
 

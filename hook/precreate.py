@@ -20,7 +20,6 @@ from hook.bundle import (
 )
 from hook.configfile import config_mentions, find_config_path, load_config_text
 from hook.envvars import GPU_ENV_HOOK_ENGINE
-from hook.errors import os_error
 from hook.specenv import merge_spec_env, spec_may_matter
 
 TYPE_CHECKING = False
@@ -70,6 +69,8 @@ def load_proposed_spec(stdin: BinaryIO) -> bytes:
     try:
         return stdin.read()
     except OSError as err:
+        from hook.errors import os_error  # loaded only to refuse (hook.errors)
+
         raise os_error("read the proposed spec from", "stdin", err) from None
 
 
@@ -86,5 +87,7 @@ def run_precreate(
         stdout.write(result)
         stdout.flush()
     except OSError as err:
+        from hook.errors import os_error  # loaded only to refuse (hook.errors)
+
         raise os_error("write the spec to", "stdout", err) from None
     return 0

@@ -15,7 +15,7 @@ import os
 import stat
 
 from hook import envvars
-from hook.beneath import EnvFileMissingError, open_directory_beneath, refuse, split_beneath
+from hook.beneath import open_directory_beneath, refuse, split_beneath
 from hook.config import EnvFileSettings, default_settings, is_env_name
 from hook.envfile import (
     check_content,
@@ -25,7 +25,7 @@ from hook.envfile import (
     read_env_file,
     refused_key_rule,
 )
-from hook.errors import EnvFileError, HookError, UsageError, os_error
+from hook.errors import EnvFileError, EnvFileMissingError, HookError, UsageError, os_error
 from hook.records import Record
 
 TYPE_CHECKING = False

@@ -7,7 +7,6 @@ from hook.capabilities import resolve_capabilities
 from hook.config import Settings
 from hook.devices import is_legacy_image, resolve_devices, resolve_imex_channels
 from hook.records import Record
-from hook.requirements import resolve_requirements
 
 
 class GpuRequest(Record):
@@ -51,7 +50,11 @@ def resolve_request(
     )
     legacy = is_legacy_image(env)
     capabilities = resolve_capabilities(env, settings.supported_capabilities, legacy=legacy)
-    requirements = resolve_requirements(env, legacy=legacy)
+    requirements: list[str] = []
+    if legacy or any(name.startswith(envvars.NVIDIA_REQUIRE_PREFIX) for name in env):
+        from hook.requirements import resolve_requirements  # only for an image that states a requirement
+
+        requirements = resolve_requirements(env, legacy=legacy)
     imex_channels: list[str] = []
     if not settings.ignore_imex_channel_requests:
         imex_channels = resolve_imex_channels(

@@ -176,7 +176,7 @@ def test_noop_stages_stay_lean(stage: str, tmp_path: Path, make_bundle: MakeBund
 OS = frozenset({"os", "os.path", "posixpath", "genericpath", "stat", "_stat", "_collections_abc"})
 # Any entry point: message text (hook.safetext), the config file's location and text, variable names and node
 # paths. The error classes (hook.errors) load only where one is raised, or where a module that raises on its
-# main path (the env-file rules, the shim, the producer) is loaded.
+# main path (the shim, the producer commands) is loaded.
 ENTRY = frozenset({"__future__", "hook", "hook.configfile", "hook.envvars", "hook.paths", "hook.safetext"})
 # Reading config.json and the state: the C JSON scanner, no json package.
 SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
@@ -184,7 +184,9 @@ STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.sta
 # Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
 SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubset"})
 DEVICES = frozenset({"hook.devices"})  # hook.cdi.names only for a CDI name or mount request
-REQUEST = frozenset({"hook.capabilities", "hook.request", "hook.requirements"})
+REQUEST = frozenset({"hook.capabilities", "hook.request"})
+# NVIDIA_REQUIRE_* (or a legacy CUDA_VERSION image): the requirement parser, only for an image that has one.
+REQUIREMENTS = frozenset({"hook.requirements"})
 EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
 # Rewriting config.json (or writing an env file): the atomic writer, only for a file that is written.
 WRITE = frozenset({"hook.atomicwrite"})
@@ -198,22 +200,13 @@ PRODUCER |= {"hook.envfile", "hook.beneath"}  # the rules the writer checks a fi
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
-    "env-file": ENTRY
-    | SPEC
-    | STAGE
-    | SETTINGS
-    | DEVICES
-    | REQUEST
-    | EXEC_CLI
-    | DOTENV_PARSER
-    | WRITE
-    | ERRORS,
+    "cuda-requirement": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | REQUIREMENTS | EXEC_CLI,
+    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER | WRITE,
     "precreate": ENTRY
     | SPEC
     | STAGE
     | SETTINGS
     | DOTENV_PARSER
-    | ERRORS
     | {"hook.precreate", "hook.specenv", "hook.handoff"},
     "shim-create": ENTRY
     | OS
@@ -234,7 +227,6 @@ PINNED = {
     | REQUEST
     | EXEC_CLI
     | WRITE
-    | ERRORS
     | {"hook.handoff", "hook.envfile", "hook.beneath", "_stat"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | ERRORS | {"hook.shim", "hook.tomlsubset"},
@@ -257,6 +249,7 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
     env = {
         "non-gpu": ["PATH=/bin", "HOSTNAME=x"],
         "nvidia-visible-devices": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"],
+        "cuda-requirement": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=11.0"],
     }.get(name, ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void", f"NVIDIA_ENV_FROM_FILE={env_file}"])
     bundle = make_bundle(env)
     state = json.dumps({"pid": 1, "bundle": str(bundle)}).encode()

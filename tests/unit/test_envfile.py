@@ -14,9 +14,9 @@ from conftest import env_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.beneath import EnvFileMissingError, open_beneath, split_beneath
+from hook.beneath import open_beneath, split_beneath
 from hook.envfile import load_env_file_bytes, merge_env, parse_env_file, resolve_binding, resolve_env_file
-from hook.errors import EnvFileError
+from hook.errors import EnvFileError, EnvFileMissingError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
 
