@@ -13,24 +13,28 @@ import json
 import marshal
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from busybox import make_runc_bundle, unique_id
 from conftest import REPO, STANDIN_CLI
 
 from hook import paths
 from hook.freeze import MODULES
 from hook.frozen import BLOB, header
-from hook.launch import build_code
+from hook.install import RUNTIME_ENTRY
+from hook.launch import PYTHON_FLAGS, build_code
 
 pytestmark = pytest.mark.integration
 
 BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 NODE_PYTHON_DIR = "/opt/gpu-env-hook-test-python"
 NODE_PYTHON = f"{NODE_PYTHON_DIR}/bin/python"
+RUNC = shutil.which("runc") or "/usr/sbin/runc"
 # Runs the launch code unchanged (``exec``), and on the way out, at the cli's exec or at the process's end,
 # writes every loaded module, its loader's type, __file__ and __cached__ to OUT. The cli is not run (its exec
 # is replaced).
@@ -107,7 +111,7 @@ class FrozenNode:
         )  # fmt: skip
         proc = subprocess.run(
             [sys.executable, "-I", "-m", "hook", "install", "--engine", "podman", "--root", str(self.root),
-             "--python", NODE_PYTHON, "--config", str(self.config)],
+             "--python", NODE_PYTHON, "--config", str(self.config), "--runtime", RUNC],
             capture_output=True, text=True, timeout=180, check=False, cwd=REPO,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
@@ -154,15 +158,21 @@ class FrozenNode:
         if code is not None:
             args[args.index("-c") + 1] = code
         state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "pid": os.getpid(), "bundle": str(bundle)})
+        run = self.namespaced([*args, *flags, "prestart"], cwd=bundle, env=self.hook_env, stdin=state)
+        (bundle / "config.json").write_bytes(spec)
+        return run
+
+    def namespaced(self, argv: list[str], *, cwd: Path, env: dict[str, str], stdin: str = "") -> Run:
+        """Run ``argv`` in a private mount namespace where the node's /opt (its tree and interpreter) is at
+        /opt; return what it did and the argv the stand-in cli received, if it ran."""
         self.record.unlink(missing_ok=True)
         script = f'mount --bind {self.root}/opt /opt && exec "$@"'
         proc = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *args, *flags, "prestart"],
-            input=state, capture_output=True, text=True, cwd=bundle, env=self.hook_env, timeout=60, check=False,
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv],
+            input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False,
         )  # fmt: skip
-        (bundle / "config.json").write_bytes(spec)
-        argv = json.loads(self.record.read_text())["argv"][1:] if self.record.exists() else None
-        return Run(proc.returncode, proc.stdout, proc.stderr, argv)
+        cli_argv = json.loads(self.record.read_text())["argv"][1:] if self.record.exists() else None
+        return Run(proc.returncode, proc.stdout, proc.stderr, cli_argv)
 
     def launch_code(self) -> str:
         """The installed entry's own launch code."""
@@ -173,12 +183,19 @@ class FrozenNode:
     def modules(self, bundle: Path, launch: str | None = None, *, status: int = 0) -> dict[str, str]:
         """Run the hook's launch code (``launch``; default: the installed entry's) recording what it loaded:
         {module: its loader's type}."""
+        run = self.run(bundle, code=self.recording(launch or self.launch_code()))
+        assert run.returncode == status, run.stderr
+        return self.recorded()
+
+    def recording(self, launch: str) -> str:
+        """``launch`` run by ``RECORDER`` (``recorded`` reads what it wrote)."""
         out = self.tmp / "modules.txt"
         out.unlink(missing_ok=True)
-        code = f"OUT = {str(out)!r}\nLAUNCH = {(launch or self.launch_code())!r}\n{RECORDER}"
-        run = self.run(bundle, code=code)
-        assert run.returncode == status, run.stderr
-        rows = [line.split("\t") for line in out.read_text().splitlines()]
+        return f"OUT = {str(out)!r}\nLAUNCH = {launch!r}\n{RECORDER}"
+
+    def recorded(self) -> dict[str, str]:
+        """What the last ``recording`` run loaded: {module: its loader's type} (and ``locations``)."""
+        rows = [line.split("\t") for line in (self.tmp / "modules.txt").read_text().splitlines()]
         self.locations = {row[0]: (row[2], row[3]) for row in rows}
         return {row[0]: row[1] for row in rows}
 
@@ -346,3 +363,47 @@ def test_a_traceback_names_the_node_source_and_line(node: FrozenNode) -> None:
         assert source[line - 1].strip() == text.strip()
     node.without_blob()
     assert node.run(bundle, code=code, flags=("-debug",)) == with_blob
+
+
+def test_the_shim_create_path_uses_the_blob(node: FrozenNode) -> None:
+    """The runtime wrapper's launch code (entry ``hook.shim``) serves the shim's modules from the blob; a
+    real runc container created through the installed runtime wrapper gets its env file, and the hook the
+    shim added (the same version's lib) calls the cli with the file's devices."""
+    env_file = node.env_dir / "abc.env"
+    env_file.write_text(ENV_FILE, encoding="utf-8")
+    env_file.chmod(0o644)
+    bundle = make_runc_bundle(
+        node.tmp / "shim-bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    spec = (bundle / "config.json").read_bytes()
+    state = node.tmp / "runc-root"
+    cid = unique_id("frozen-shim")
+    code = build_code(RUNTIME_ENTRY, "gpu-env-runtime", tree=paths.RUNTIME_TREE, call=f"runtime={RUNC!r}")
+    env = {
+        "PATH": paths.FIXED_PATH,
+        "GPU_ENV_HOOK_ENGINE": "podman",
+        "NVIDIA_CTK_CONFIG_FILE_PATH": str(node.config),
+    }
+    argv = [NODE_PYTHON, *PYTHON_FLAGS, "-c", node.recording(code), "--root", str(state), "create", "--bundle",
+            str(bundle), cid]  # fmt: skip
+    recorded = node.namespaced(argv, cwd=bundle, env=env)  # the exec of runc is recorded, not done
+    assert recorded.returncode == 0, recorded.stderr
+    modules = node.recorded()
+    assert {"hook.shim", "hook.specenv", "hook.handoff", "hook.launch"} <= served(modules)
+    assert served(modules) == {name for name in modules if name.startswith("hook.") and name != "hook.frozen"}
+    (bundle / "config.json").write_bytes(spec)
+    wrapper = str(node.root / paths.runtime_wrapper("podman").lstrip("/"))
+    try:
+        result = node.namespaced(
+            [wrapper, "--root", str(state), "run", "--bundle", str(bundle), cid], cwd=bundle, env={}
+        )
+    finally:
+        subprocess.run(
+            [RUNC, "--root", str(state), "delete", "--force", cid], capture_output=True, check=False
+        )
+    assert result.returncode == 0, result.stderr
+    assert "USER_CUSTOM_ENV=hello" in result.stdout.splitlines()
+    assert result.cli_argv is not None, result.stderr
+    assert "--device=0,1" in result.cli_argv
+    hook = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"][0]
+    assert f"lib = {json.dumps(node.node_lib)}" in hook["args"][hook["args"].index("-c") + 1]
