@@ -5,12 +5,40 @@ same keys and values in the same order (``tests/differential/test_dotenvreader.p
 python-dotenv, which stays the reference and the writer's format). Where python-dotenv reports an error
 binding, this reader stops with :class:`DotenvSyntaxError`: the env file is then refused as a whole.
 
-Linear time, whatever the input (python-dotenv's own regular expressions backtrack quadratically on long
-blank runs): the text is read line by line, each line sliced a bounded number of times; the next line
-break is searched forward from where the last search stopped; a run of whitespace is skipped in chunks that
-double in size; the closing quote of a value (which may span lines) is found in windows that double in
-size; cutting an inline comment (``\\s+#.*`` in python-dotenv) is one search for a blank before ``#``.
-Every search is a ``str`` method, so the constant is small too.
+Linear time with a small constant, whatever the input (python-dotenv's own regular expressions backtrack
+quadratically on long blank runs). Two readers share the work, both made of ``str`` methods (C loops):
+
+The bulk path reads most files, a fixed number of whole-text passes and no Python loop per character:
+
+1. Every line break (``\\r\\n``, ``\\r``) becomes ``\\n``.
+2. A file of many lines is first read all at once (step 5). If that fails and a quote may hold a line
+   break, quoted line breaks are set aside: the text is split at one kind of quote, then the other, every
+   second piece taken as quoted, and the line breaks in those pieces replaced by marks (characters the
+   text does not hold), so that every binding is one line; each line's number is counted from the marks
+   before it. That split is a guess (a quote in a comment, in an unquoted value, or escaped, throws it
+   off), so a mark is accepted only inside a quoted key or value of its line; anywhere else, the guess is
+   dropped.
+3. Blank lines and comment lines are dropped in one list comprehension that keeps each line's number
+   (a run of 32 or more blank lines is skipped in a few slices).
+4. A file of few lines, or one step 5 does not read, is read line by line: each line with a handful of
+   slices and searches (a quote left open at the end of its line sends it to step 2 instead).
+5. All at once: the lines are cut at their first ``=`` (one ``replace`` and ``split`` when every line
+   holds exactly one, which ``translate`` checks by keeping only the ``=`` and the line breaks of an ASCII
+   text); the keys are joined into one text, and so are the values. Keys must be plain (no whitespace,
+   ``#`` or mark; blanks and ``export`` around them stripped) or whole ``'quoted keys'``; values plain
+   (no ``#`` that could start a comment) or whole quoted values, one kind of quote per file. "Whole" is
+   checked by counting: split at the quote, every quoted piece must hold no separator, and as many quotes
+   must open a piece as close one. Escapes are decoded, and marks turned back into line breaks, in the
+   joined text; then one ``split`` gives the keys, and one the values.
+
+The bulk path vouches only for what it reads this way. The binding-by-binding reader (:class:`_Reader`)
+reads the rest: every text with a syntax error (it names the line), and a text whose quoted line breaks
+the guess of step 2 got wrong. It reads binding by binding, each line sliced a bounded number of times;
+the next line break is searched forward from where the last search stopped; a run of whitespace is skipped
+in chunks that double in size; the closing quote of a value (which may span lines) is found in windows
+that double in size; cutting an inline comment (``\\s+#.*`` in python-dotenv) is one search for a blank
+before ``#``. Linear on every input, it costs one to three microseconds a binding; step 4 about one, and
+step 5 a tenth.
 
 The grammar, per binding (python-dotenv 1.x):
 
@@ -29,6 +57,10 @@ The grammar, per binding (python-dotenv 1.x):
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 BLANKS = (
     "\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
@@ -50,6 +82,17 @@ _DOUBLE_QUOTE_ESCAPES = (
 )
 _SINGLE_QUOTE_ESCAPES = (("\\'", "'"),)
 _FIRST_WINDOW = 64
+_QUOTES = ("'", '"')
+_FEW_LINES = 16  # a text of fewer lines is read line by line
+_PLAIN, _SKIPPED, _INDENTED = 0, 1, 2  # what the lines of a text may be: see _normalize_breaks
+_LONG_BLANK_RUN = "\n" * 32  # blank lines in a run this long are skipped in bulk
+_SKIPPED_FIRST = ("", "#")  # a text starting so may start with a blank line or a comment
+_ONLY_EQUALS_AND_BREAKS = str.maketrans("", "", bytes(range(128)).decode().replace("=", "").replace("\n", ""))
+# Characters that may join pieces of the text or stand in for quoted line breaks: the first three the text
+# does not hold are used (see _absent_characters).
+_MARK_CANDIDATES = (
+    "\0\1\2\3\4\5\6\7\x08\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x7f\ud800\ud801\ud802"
+)
 
 Binding = tuple[str, "str | None", int]
 
@@ -69,14 +112,429 @@ def parse_dotenv(text: str) -> list[Binding]:
     without ``=``; ``line`` is the line the key starts on. Comments and blank lines give nothing. Raises
     DotenvSyntaxError at the first binding python-dotenv would report as an error. A leading byte-order
     mark is ignored, as python-dotenv does."""
-    reader = _Reader(text.removeprefix("\ufeff"))
-    found: list[Binding] = []
+    text = text.removeprefix("\ufeff")
+    found = _read_in_bulk(text)
+    if found is not None:
+        return found
+    reader = _Reader(text)
+    found = []
     try:
         reader.bindings(found)
     except DotenvSyntaxError as err:
         err.bindings = found
         raise
     return found
+
+
+# --- the bulk path: whole-text str methods, no Python loop per character and few per line -------------------
+
+
+class _UnsureError(Exception):
+    """The bulk path cannot vouch for this text (a syntax error, or a shape it does not read): the
+    binding-by-binding reader reads it instead."""
+
+
+class _MultiLineError(_UnsureError):
+    """A quoted key or value goes on past its line: read again with quoted line breaks set aside."""
+
+
+def _read_in_bulk(text: str) -> list[Binding] | None:
+    """Read ``text`` with whole-text str methods; None if it holds anything the bulk path does not vouch
+    for (every syntax error among them: the binding-by-binding reader then names the line).
+
+    A text of many lines is read all at once: first its lines as they are; then, if a quote may hold a
+    line break, with quoted line breaks set aside (all at once, else line by line); then its lines as they
+    are, line by line. A text of a few lines is read line by line (quoted line breaks set aside when a
+    quote is found open at the end of its line).
+    """
+    marks = _absent_characters(text)
+    if marks is None:
+        return None
+    separator, lf_mark, cr_mark = marks
+    normalized, lines_are = _normalize_breaks(text)
+    if normalized.count("\n") >= _FEW_LINES:
+        try:
+            found = _read_lines(normalized, None, lines_are, separator, "", by_line=False)
+        except _UnsureError:
+            found = None
+        if found is not None:
+            return found
+        found = _read_joined(text, separator, lf_mark, cr_mark)
+        if found is not None:
+            return found
+        try:
+            return _read_lines(normalized, None, lines_are, separator, "", by_line=True)
+        except _UnsureError:
+            return None
+    try:
+        return _read_lines(normalized, None, lines_are, separator, "", by_line=True)
+    except _MultiLineError:
+        return _read_joined(text, separator, lf_mark, cr_mark)
+    except _UnsureError:
+        return None
+
+
+def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str) -> list[Binding] | None:
+    """Read ``text`` with its quoted line breaks set aside (all at once, else line by line); None if no
+    quote holds a line break, or the guess of what is quoted was wrong, or the bulk path does not vouch for
+    the text."""
+    joined = _set_quoted_breaks_aside(text, separator, lf_mark, cr_mark)
+    if joined is None:
+        return None
+    joined, lines_are = _normalize_breaks(joined)
+    numbers = _line_numbers(joined.split("\n"), lf_mark, cr_mark if "\r" in text else "")
+    try:
+        return _read_lines(joined, numbers, lines_are, separator, lf_mark + cr_mark, by_line=True)
+    except _UnsureError:
+        return None  # a quote in a comment or an unquoted value threw the guess off
+
+
+def _absent_characters(text: str) -> tuple[str, str, str] | None:
+    """Three characters ``text`` does not hold (None if it holds every candidate): one to join pieces
+    with, two to stand in for ``\\n`` and ``\\r`` inside quotes. None is whitespace, a quote, ``#``,
+    ``=`` or a backslash; text decoded from bytes never holds the lone surrogates at the end."""
+    found = [char for char in _MARK_CANDIDATES if char not in text][:3]
+    if len(found) < 3:
+        return None
+    return found[0], found[1], found[2]
+
+
+def _normalize_breaks(text: str) -> tuple[str, int]:
+    """``text`` with every line break (``\\r\\n``, ``\\n``, ``\\r``) made ``\\n``, and what its lines may
+    be: _PLAIN (neither blank nor a comment), _SKIPPED (some may be), _INDENTED (and some start with a
+    space or a tab)."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\n " in text or "\n\t" in text or text[:1] in (" ", "\t"):
+        return text, _INDENTED
+    if "\n\n" in text or text[:1] in _SKIPPED_FIRST or "\n#" in text:
+        return text, _SKIPPED
+    return text, _PLAIN
+
+
+def _set_quoted_breaks_aside(text: str, separator: str, lf_mark: str, cr_mark: str) -> str | None:
+    """``text`` with the line breaks inside quotes replaced by the marks, so that every binding is one
+    line; None if no quote holds a line break (then there is nothing to join).
+
+    The text is split at one kind of quote, then the other: every second piece is taken to be quoted.
+    That is a guess (a quote in a comment or an unquoted value, or an escaped one, throws it off); it is
+    checked line by line afterwards: a mark is allowed only inside a quoted key or value of its line.
+    """
+    changed = False
+    for quote in ('"', "'"):
+        if quote not in text:
+            continue
+        pieces = text.split(quote)
+        inside = separator.join(pieces[1::2])
+        if "\n" in inside or "\r" in inside:
+            pieces[1::2] = inside.replace("\n", lf_mark).replace("\r", cr_mark).split(separator)
+            text = quote.join(pieces)
+            changed = True
+    return text if changed else None
+
+
+def _line_numbers(lines: list[str], lf_mark: str, cr_mark: str) -> list[int]:
+    """The number of each line's first line in the text, once quoted line breaks were set aside
+    (``cr_mark`` empty: the text has no ``\\r``)."""
+    if cr_mark:
+        pair = cr_mark + lf_mark
+        breaks = [line.count(lf_mark) + line.count(cr_mark) - line.count(pair) for line in lines]
+    else:
+        breaks = list(map(str.count, lines, [lf_mark] * len(lines)))
+    number = 0
+    return [(number := number + 1 + count) - count for count in breaks]
+
+
+def _read_lines(
+    text: str, numbers: list[int] | None, lines_are: int, separator: str, marks: str, *, by_line: bool
+) -> list[Binding] | None:
+    """Read the bindings of ``text`` (every line break ``\\n``, every line a whole binding, a comment or
+    blank; ``numbers``: each line's number, None for 1, 2, ...; ``lines_are``: see _normalize_breaks): in
+    bulk where every binding has a shape :func:`_bulk_bindings` reads, else line by line (``by_line``;
+    else None)."""
+    if lines_are != _PLAIN:
+        lines, line_numbers = _lines_but_long_blank_runs(text, numbers)
+        if lines_are == _INDENTED:
+            lines = list(map(str.lstrip, lines))
+        kept = [
+            (number, line)
+            for number, line in zip(line_numbers, lines, strict=True)
+            if line and not "#" <= line < "$"
+        ]
+        if not kept:
+            kept = [(0, "")]
+        kept_numbers, kept_lines = zip(*kept, strict=True)
+        text = "\n".join(kept_lines)
+        if marks and _count_marks(text, marks) != _count_marks("".join(lines), marks):
+            raise _UnsureError  # a comment holds a mark: the quotes were guessed wrong
+        if not text:
+            return []
+    else:
+        text = text.removesuffix("\n")  # (no blank line: at most one break at the end)
+        if not text:
+            return []
+        count = text.count("\n") + 1
+        kept_numbers = numbers[:count] if numbers else range(1, count + 1)  # type: ignore[assignment]
+    if len(kept_numbers) >= _FEW_LINES:
+        found = _bulk_bindings(text, kept_numbers, separator, marks)
+        if found is not None or not by_line:
+            return found
+    found = []
+    for number, line in zip(kept_numbers, text.split("\n"), strict=True):
+        binding = _line_binding(line, marks)
+        if binding is not None:
+            found.append((binding[0], binding[1], number))
+    return found
+
+
+def _lines_but_long_blank_runs(text: str, numbers: list[int] | None) -> tuple[list[str], Sequence[int]]:
+    """The lines of ``text`` and their numbers, without the blank lines of long runs (each skipped in a
+    few slices, so that a file of blank lines costs no Python step per line)."""
+    if _LONG_BLANK_RUN not in text:
+        all_lines = text.split("\n")
+        return all_lines, numbers or range(1, len(all_lines) + 1)
+    lines: list[str] = []
+    line_numbers: list[int] = []
+    index = position = 0
+    while True:
+        run = text.find(_LONG_BLANK_RUN, position)
+        piece = text[position:] if run < 0 else text[position:run]
+        piece_lines = piece.split("\n")
+        lines += piece_lines
+        line_numbers += (
+            numbers[index : index + len(piece_lines)]
+            if numbers
+            else range(index + 1, index + 1 + len(piece_lines))
+        )
+        if run < 0:
+            return lines, line_numbers
+        after = run + _skip(text, run, "\n")
+        index += len(piece_lines) - 1 + after - run
+        position = after
+
+
+def _skip(text: str, start: int, chars: str) -> int:
+    """How many characters of ``chars`` ``text`` holds in a row from ``start``, read in chunks that double
+    in size (a long run costs linear time, a short one a small slice)."""
+    size, skipped = _FIRST_WINDOW, 0
+    while start + skipped < len(text):
+        chunk = text[start + skipped : start + skipped + size]
+        rest = len(chunk.lstrip(chars))
+        skipped += len(chunk) - rest
+        if rest:
+            break
+        size *= 2
+    return skipped
+
+
+def _bulk_bindings(text: str, numbers: Sequence[int], separator: str, marks: str) -> list[Binding] | None:
+    """Read lines (``text``: no blank line, no comment) that are all ``KEY=VALUE`` of the common shapes at
+    once, or return None.
+
+    The lines are cut at their first ``=`` (in one ``replace`` and ``split`` when every line holds exactly
+    one: ``translate`` keeps only the ``=`` and line breaks of an ASCII text, which must then alternate);
+    the keys are joined into one text and so are the values, and each is checked and decoded as a whole:
+    see :func:`_bulk_keys` and :func:`_bulk_values`.
+    """
+    count = len(numbers)
+    keys: Sequence[str]
+    values: Sequence[str]
+    equals = text.count("=")
+    if equals < count:
+        return None  # a line without "=" (a key alone, or a value going on past its line)
+    if equals == count and text.isascii() and f"{text}\n".translate(_ONLY_EQUALS_AND_BREAKS) == "=\n" * count:
+        pieces = text.replace("=", "\n").split("\n")
+        keys, values = pieces[0::2], pieces[1::2]
+    else:
+        keys, cuts, values = zip(*map(str.partition, text.split("\n"), ("=",) * count), strict=True)
+        if "" in cuts:
+            return None
+    bulk_keys = _bulk_keys(keys, separator, marks)
+    if bulk_keys is None:
+        return None
+    bulk_values = _bulk_values(values, separator, marks)
+    if bulk_values is None:
+        return None
+    return list(zip(bulk_keys, bulk_values, numbers, strict=True))
+
+
+def _bulk_keys(keys: Sequence[str], separator: str, marks: str) -> Sequence[str] | None:
+    """The keys, if each is a plain key (no whitespace, ``#`` or quote) or a whole ``'quoted key'``."""
+    if "" in keys:
+        return None
+    joined = separator.join(keys)
+    if _has_whitespace(joined):  # blanks around a key, or export before it
+        keys = list(map(str.lstrip, keys))
+        if "export" in joined:
+            keys = [key[6:].lstrip() if key[6:7].isspace() and key[:6] == "export" else key for key in keys]
+        keys = list(map(str.rstrip, keys))
+        if "" in keys:
+            return None
+        joined = separator.join(keys)
+    if "'" not in joined:
+        if "#" in joined or _has_whitespace(joined) or (marks and _holds_any(joined, marks)):
+            return None
+        return keys
+    quoted = _whole_quoted(joined, "'", separator, allow_empty=False)
+    if quoted is None:
+        return None
+    outside = quoted[0]
+    if "#" in outside or _has_whitespace(outside) or (marks and _holds_any(outside, marks)):
+        return None  # a plain key holds no whitespace (a quoted one may)
+    joined = joined.replace("'", "")
+    if marks:
+        joined = _restore_breaks(joined, marks)
+    return joined.split(separator)
+
+
+def _bulk_values(values: Sequence[str], separator: str, marks: str) -> list[str] | None:
+    """The values, if each is plain (no ``#`` after whitespace, not starting with ``#``) or a whole
+    quoted value (one kind of quote opening values in the file), else None."""
+    stripped = list(map(str.strip, values))  # the blanks after "=" and at the line's end
+    joined = separator.join(stripped)
+    starts = separator + joined
+    double, single = separator + '"' in starts, separator + "'" in starts
+    if double and single:
+        return None
+    if not double and not single:
+        if not _plain_values(joined, separator, marks):
+            return None
+        return stripped
+    quote = '"' if double else "'"
+    if "\\" + quote in joined:
+        return None  # an escaped quote (or an escaped backslash before a closing one): read line by line
+    quoted = _whole_quoted(joined, quote, separator, allow_empty=True)
+    if quoted is None:
+        return None
+    outside, inside = quoted
+    if not _plain_values(outside, separator, marks):
+        return None
+    if "\\" in inside:
+        pairs_removed = inside.replace("\\\\", "")
+        if pairs_removed.endswith("\\") or "\\" + separator in pairs_removed:
+            return None  # an odd run of backslashes escapes the quote that seemed to close a value
+        pieces = joined.split(quote)
+        escapes = _DOUBLE_QUOTE_ESCAPES if quote == '"' else _SINGLE_QUOTE_ESCAPES
+        pieces[1::2] = _decode_escapes(inside, escapes).split(separator)
+        joined = "".join(pieces)
+    else:
+        joined = joined.replace(quote, "")
+    if marks:
+        joined = _restore_breaks(joined, marks)
+    return joined.split(separator)
+
+
+def _plain_values(text: str, separator: str, marks: str) -> bool:
+    """Whether the unquoted values in ``text`` (joined by ``separator``) are read as they stand: no mark,
+    and no ``#`` that could start a comment (first in a value, or anywhere when there is whitespace)."""
+    if marks and _holds_any(text, marks):
+        return False
+    return "#" not in text or (not _has_whitespace(text) and separator + "#" not in separator + text)
+
+
+def _whole_quoted(joined: str, quote: str, separator: str, *, allow_empty: bool) -> tuple[str, str] | None:
+    """Split ``joined`` (pieces joined by ``separator``) at ``quote``; if every quoted stretch is a whole
+    piece, return the text outside the quotes and the quoted stretches joined by ``separator``."""
+    pieces = joined.split(quote)
+    if len(pieces) % 2 == 0:
+        return None
+    inside_pieces = pieces[1::2]
+    inside = separator.join(inside_pieces)
+    count = len(inside_pieces)
+    if inside.count(separator) != count - 1 or (not allow_empty and "" in inside_pieces):
+        return None  # a quoted stretch runs over into the next piece, or a quoted key is empty
+    opened = joined.count(separator + quote) + joined.startswith(quote)
+    closed = joined.count(quote + separator) + joined.endswith(quote)
+    if opened != count or closed != count:
+        return None  # a quote inside a piece, not at its ends
+    return "".join(pieces[0::2]), inside
+
+
+def _has_whitespace(text: str) -> bool:
+    """Whether ``text`` holds any whitespace (one C pass: splitting at whitespace leaves it whole)."""
+    return bool(text) and text.split() != [text]
+
+
+def _count_marks(text: str, marks: str) -> int:
+    """How many of ``marks`` ``text`` holds."""
+    return sum(text.count(mark) for mark in marks)
+
+
+def _holds_any(text: str, chars: str) -> bool:
+    """Whether ``text`` holds any of ``chars``."""
+    return any(char in text for char in chars)
+
+
+def _restore_breaks(text: str, marks: str) -> str:
+    """Put back the line breaks the marks (``\\n`` then ``\\r``) stand for."""
+    return text.replace(marks[0], "\n").replace(marks[1], "\r")
+
+
+def _line_binding(line: str, marks: str) -> tuple[str, str | None] | None:
+    """Read one line (a whole binding, a comment or blank; no line break): ``(key, value)``, or None for a
+    comment or a blank line. Raises _MultiLineError where a quote is not closed on the line (``marks``
+    empty: quoted line breaks not yet set aside), _UnsureError for anything else the bulk path does not
+    vouch for (a syntax error among them)."""
+    rest = line.lstrip()
+    if rest.startswith("export") and rest[6:7].isspace():
+        rest = rest[6:].lstrip()
+        if not rest:
+            raise _UnsureError
+    if not rest or rest[0] == "#":
+        _check_marks(line, marks, "")
+        return None
+    quoted = ""
+    if rest[0] == "'":
+        close = rest.find("'", 1)
+        if close < 0:
+            raise _UnsureError if marks else _MultiLineError
+        if close == 1:
+            raise _UnsureError
+        key = quoted = rest[1:close]
+        rest = rest[close + 1 :].lstrip()
+    else:
+        key = _unquoted_key(rest)
+        if not key:
+            raise _UnsureError
+        rest = rest[len(key) :].lstrip()
+    value: str | None = None
+    if rest and rest[0] != "#":
+        if rest[0] != "=":
+            raise _UnsureError
+        value, raw = _line_value(rest[1:], marks)
+        quoted += raw
+    if marks:
+        _check_marks(line, marks, quoted)
+        key = _restore_breaks(key, marks)
+        if value is not None:
+            value = _restore_breaks(value, marks)
+    return key, value
+
+
+def _line_value(after: str, marks: str) -> tuple[str, str]:
+    """Read the value after ``=`` (to the end of the line): the value, and its quoted text as it stands."""
+    rest = after.lstrip()
+    if not rest or (rest[0] == "#" and len(rest) < len(after)):
+        return "", ""  # nothing, or blanks then a comment
+    if rest[0] not in _QUOTES:
+        return _cut_inline_comment(rest), ""
+    quote, body = rest[0], rest[1:]
+    masked = body.replace("\\\\", "\0\0").replace("\\" + quote, "\0\0") if "\\" in body else body
+    close = masked.find(quote)
+    if close < 0:
+        raise _UnsureError if marks else _MultiLineError
+    tail = body[close + 1 :].lstrip()
+    if tail and tail[0] != "#":
+        raise _UnsureError
+    raw = body[:close]
+    return _decode_escapes(raw, _DOUBLE_QUOTE_ESCAPES if quote == '"' else _SINGLE_QUOTE_ESCAPES), raw
+
+
+def _check_marks(line: str, marks: str, quoted: str) -> None:
+    """Raise _UnsureError unless every mark of ``line`` is inside its quoted key or value (``quoted``)."""
+    for mark in marks:
+        if line.count(mark) != quoted.count(mark):
+            raise _UnsureError
 
 
 class _Reader:

@@ -137,6 +137,127 @@ def test_generated_lines(text: str) -> None:
     assert ours(text) == reference(text)
 
 
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(LINE_PARTS.map("".join), min_size=16, max_size=40).map("".join))
+def test_generated_many_lines(text: str) -> None:
+    """Generated files of 16 lines or more (read in bulk, with whole-text str methods): same result."""
+    assert ours(text) == reference(text)
+
+
+# Lines of the shapes the bulk path reads at once, or must notice it cannot: quoted keys, values quoted
+# over several lines (with escapes), comments (with quotes in them), export, blank lines, and characters
+# the bulk path could borrow as marks. "{br}" is a line break (of the same kind as the line's end).
+ACCEPTED_LINES = [
+    "A=1",
+    "B_2=x=y",
+    "'Q K'=1",
+    "'Q#'= 'v'",
+    "'A{br}B'=2",
+    'M="line1{br}line2"',
+    "S='one{br}{br}two' # c",
+    'E="a\\\\"',
+    'E2="a\\"b"',
+    'E3="x\\{br}y"',
+    'N="\\n\\t\\\\"',
+    "# a comment",
+    "# it's",
+    '# say "hi',
+    "  # indented",
+    "",
+    "   ",
+    "\t",
+    "export X=1",
+    "export\tY='q'",
+    '  export Z="{br}"',
+    "export",
+    "C= #empty",
+    "D=x #cut",
+    "F=#kept",
+    "G=a b",
+    'H= "spaced" ',
+    "I='s' # c",
+    "J=\x00\x01\x02",
+    "K=\u3000v\u3000",
+    "L=it's",
+    'O=say "x"',
+    "P==",
+    'R="\'"',
+]
+BROKEN_LINES = ["=bad", "bad line", "export ", "'A", 'M="open', "''=1", 'T="x" y']
+LINE_ENDS = ["\n", "\r\n", "\r"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(ACCEPTED_LINES * 6 + BROKEN_LINES), st.sampled_from(LINE_ENDS), st.booleans()
+        ),
+        min_size=16,
+        max_size=60,
+    ),
+    st.integers(min_value=0, max_value=40),
+)
+def test_generated_bulk_shapes(lines: list[tuple[str, str, bool]], blank_run: int) -> None:
+    """Files of many lines mixing every shape the bulk path handles or must hand over: same result, and
+    each binding on the line its key starts on."""
+    parts = [
+        f"K{index}=v{index}{end}" if plain else line.replace("{br}", end) + end
+        for index, (line, end, plain) in enumerate(lines)
+    ]
+    parts.insert(len(parts) // 2, "\n" * blank_run)
+    text = "".join(parts)
+    assert ours(text) == reference(text)
+    if reference(text) is not None:
+        assert [line for _, _, line in parse_dotenv(text)] == reference_lines(text)
+
+
+# Lines the bulk path reads all at once (in one file, values quoted with one kind of quote only).
+BULK_READABLE_LINES = [
+    "A=1",
+    "B_2=x=y",
+    "C=",
+    "D=\u00e9t\u00e9",
+    "'Q K'=1",
+    "'A{br}B'=2",
+    "M={q}line1{br}{br}line2{q}",
+    "V={q}x y # z{q}",
+    "W={q}\\n\\\\\\t{q}",
+    "X= {q}{q} ",
+    "# a comment",
+    "",
+    "  # indented",
+    "  Y = 2 ",
+]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(BULK_READABLE_LINES), st.sampled_from(LINE_ENDS)), min_size=16, max_size=60
+    ),
+    st.sampled_from(["'", '"']),
+)
+def test_generated_bulk_readable(lines: list[tuple[str, str]], quote: str) -> None:
+    """Files the bulk path reads at once: same result, each binding on the line its key starts on."""
+    text = "".join(line.replace("{br}", end).replace("{q}", quote) + end for line, end in lines)
+    assert ours(text) == reference(text)
+    assert [line for _, _, line in parse_dotenv(text)] == reference_lines(text)
+
+
+def reference_lines(text: str) -> list[int]:
+    """python-dotenv's line for each binding, moved to the line its key starts on (python-dotenv counts from
+    where the whitespace before the key starts)."""
+    lines = []
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.key is None:
+            continue
+        original = binding.original
+        skipped = original.string[: len(original.string) - len(original.string.lstrip())]
+        lines.append(original.line + len(skipped.replace("\r\n", "\n").replace("\r", "\n").split("\n")) - 1)
+    return lines
+
+
 @settings(max_examples=500, deadline=None)
 @given(st.text(max_size=60))
 def test_generated_any_text(text: str) -> None:
