@@ -95,6 +95,7 @@ _MARK_CANDIDATES = (
 )
 
 Binding = tuple[str, "str | None", int]
+Columns = tuple["Sequence[str]", "Sequence[str | None]", "Sequence[int]"]
 
 
 class DotenvSyntaxError(ValueError):
@@ -112,18 +113,33 @@ def parse_dotenv(text: str) -> list[Binding]:
     without ``=``; ``line`` is the line the key starts on. Comments and blank lines give nothing. Raises
     DotenvSyntaxError at the first binding python-dotenv would report as an error. A leading byte-order
     mark is ignored, as python-dotenv does."""
+    keys, values, lines = parse_dotenv_columns(text)
+    return list(zip(keys, values, lines, strict=True))
+
+
+def parse_dotenv_columns(text: str) -> Columns:
+    """:func:`parse_dotenv`'s bindings as three sequences (keys, values, lines), as the bulk path reads
+    them: no tuple per binding for a caller that checks them in bulk."""
     text = text.removeprefix("\ufeff")
-    found = _read_in_bulk(text)
-    if found is not None:
-        return found
+    columns = _read_in_bulk(text)
+    if columns is not None:
+        return columns
     reader = _Reader(text)
-    found = []
+    found: list[Binding] = []
     try:
         reader.bindings(found)
     except DotenvSyntaxError as err:
         err.bindings = found
         raise
-    return found
+    return _columns(found)
+
+
+def _columns(found: list[Binding]) -> Columns:
+    """Bindings as three sequences: keys, values, lines."""
+    if not found:
+        return (), (), ()
+    keys, values, lines = zip(*found, strict=True)
+    return keys, values, lines
 
 
 # --- the bulk path: whole-text str methods, no Python loop per character and few per line -------------------
@@ -138,7 +154,7 @@ class _MultiLineError(_UnsureError):
     """A quoted key or value goes on past its line: read again with quoted line breaks set aside."""
 
 
-def _read_in_bulk(text: str) -> list[Binding] | None:
+def _read_in_bulk(text: str) -> Columns | None:
     """Read ``text`` with whole-text str methods; None if it holds anything the bulk path does not vouch
     for (every syntax error among them: the binding-by-binding reader then names the line).
 
@@ -154,14 +170,14 @@ def _read_in_bulk(text: str) -> list[Binding] | None:
     normalized, lines_are = _normalize_breaks(text)
     if normalized.count("\n") >= _FEW_LINES:
         try:
-            found = _read_lines(normalized, None, lines_are, separator, "", by_line=False)
+            columns = _read_lines(normalized, None, lines_are, separator, "", by_line=False)
         except _UnsureError:
-            found = None
-        if found is not None:
-            return found
-        found = _read_joined(text, separator, lf_mark, cr_mark)
-        if found is not None:
-            return found
+            columns = None
+        if columns is not None:
+            return columns
+        columns = _read_joined(text, separator, lf_mark, cr_mark)
+        if columns is not None:
+            return columns
         try:
             return _read_lines(normalized, None, lines_are, separator, "", by_line=True)
         except _UnsureError:
@@ -174,7 +190,7 @@ def _read_in_bulk(text: str) -> list[Binding] | None:
         return None
 
 
-def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str) -> list[Binding] | None:
+def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str) -> Columns | None:
     """Read ``text`` with its quoted line breaks set aside (all at once, else line by line); None if no
     quote holds a line break, or the guess of what is quoted was wrong, or the bulk path does not vouch for
     the text."""
@@ -247,7 +263,7 @@ def _line_numbers(lines: list[str], lf_mark: str, cr_mark: str) -> list[int]:
 
 def _read_lines(
     text: str, numbers: list[int] | None, lines_are: int, separator: str, marks: str, *, by_line: bool
-) -> list[Binding] | None:
+) -> Columns | None:
     """Read the bindings of ``text`` (every line break ``\\n``, every line a whole binding, a comment or
     blank; ``numbers``: each line's number, None for 1, 2, ...; ``lines_are``: see _normalize_breaks): in
     bulk where every binding has a shape :func:`_bulk_bindings` reads, else line by line (``by_line``;
@@ -268,23 +284,23 @@ def _read_lines(
         if marks and _count_marks(text, marks) != _count_marks("".join(lines), marks):
             raise _UnsureError  # a comment holds a mark: the quotes were guessed wrong
         if not text:
-            return []
+            return (), (), ()
     else:
         text = text.removesuffix("\n")  # (no blank line: at most one break at the end)
         if not text:
-            return []
+            return (), (), ()
         count = text.count("\n") + 1
         kept_numbers = numbers[:count] if numbers else range(1, count + 1)  # type: ignore[assignment]
     if len(kept_numbers) >= _FEW_LINES:
-        found = _bulk_bindings(text, kept_numbers, separator, marks)
-        if found is not None or not by_line:
-            return found
-    found = []
+        columns = _bulk_bindings(text, kept_numbers, separator, marks)
+        if columns is not None or not by_line:
+            return columns
+    found: list[Binding] = []
     for number, line in zip(kept_numbers, text.split("\n"), strict=True):
         binding = _line_binding(line, marks)
         if binding is not None:
             found.append((binding[0], binding[1], number))
-    return found
+    return _columns(found)
 
 
 def _lines_but_long_blank_runs(text: str, numbers: list[int] | None) -> tuple[list[str], Sequence[int]]:
@@ -327,7 +343,7 @@ def _skip(text: str, start: int, chars: str) -> int:
     return skipped
 
 
-def _bulk_bindings(text: str, numbers: Sequence[int], separator: str, marks: str) -> list[Binding] | None:
+def _bulk_bindings(text: str, numbers: Sequence[int], separator: str, marks: str) -> Columns | None:
     """Read lines (``text``: no blank line, no comment) that are all ``KEY=VALUE`` of the common shapes at
     once, or return None.
 
@@ -355,7 +371,7 @@ def _bulk_bindings(text: str, numbers: Sequence[int], separator: str, marks: str
     bulk_values = _bulk_values(values, separator, marks)
     if bulk_values is None:
         return None
-    return list(zip(bulk_keys, bulk_values, numbers, strict=True))
+    return bulk_keys, bulk_values, numbers
 
 
 def _bulk_keys(keys: Sequence[str], separator: str, marks: str) -> Sequence[str] | None:

@@ -16,6 +16,8 @@ from hook.config import is_env_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hook.config import EnvFileSettings
 
 REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
@@ -86,20 +88,30 @@ def load_env_file_bytes(path: str, settings: EnvFileSettings) -> bytes:
 
 
 class EnvFileText:
-    """An env file read as dotenv (syntax only): its bindings, and where it breaks the byte-level rules.
+    """An env file read as dotenv (syntax only): its bindings (as three columns), and where it breaks the
+    byte-level rules.
 
     The byte-level rules (no NUL, valid UTF-8) are reported only after the pin is checked, so that naming
     another pod's file never tells which rule its content breaks.
     """
 
-    __slots__ = ("bad_utf8_line", "bindings", "nul_line")
+    __slots__ = ("bad_utf8_line", "keys", "lines", "nul_line", "values")
 
     def __init__(
-        self, bindings: list[tuple[str, str | None, int]], *, nul_line: int | None, bad_utf8_line: int | None
+        self,
+        columns: tuple[Sequence[str], Sequence[str | None], Sequence[int]],
+        *,
+        nul_line: int | None,
+        bad_utf8_line: int | None,
     ) -> None:
-        self.bindings = bindings
+        self.keys, self.values, self.lines = columns
         self.nul_line = nul_line
         self.bad_utf8_line = bad_utf8_line
+
+    @property
+    def bindings(self) -> list[tuple[str, str | None, int]]:
+        """``(key, value, line)`` of every binding, in order."""
+        return list(zip(self.keys, self.values, self.lines, strict=True))
 
 
 def read_env_file(data: bytes, path: str) -> EnvFileText:
@@ -107,7 +119,7 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
 
     Bytes that are not UTF-8 are read as stand-in characters (and reported later, with the NUL rule).
     """
-    from hook.dotenvreader import DotenvSyntaxError, parse_dotenv
+    from hook.dotenvreader import DotenvSyntaxError, parse_dotenv_columns
 
     nul = data.find(b"\0")
     nul_line = None if nul < 0 else data.count(b"\n", 0, nul) + 1
@@ -118,14 +130,14 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
         bad_utf8_line = data.count(b"\n", 0, err.start) + 1
         text = data.decode("utf-8", "surrogateescape")
     try:
-        bindings = parse_dotenv(text)
+        columns = parse_dotenv_columns(text)
     except DotenvSyntaxError as err:
         from hook.errors import EnvFileSyntaxError  # the error classes load only to refuse (hook.errors)
 
         raise EnvFileSyntaxError(
             refuse(path, "is not a valid dotenv line", line=err.line).args[0], err.bindings
         ) from None
-    return EnvFileText(bindings, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
+    return EnvFileText(columns, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
 
 
 def find_pins(bindings: list[tuple[str, str | None, int]], path: str) -> dict[str, str]:
@@ -149,6 +161,13 @@ def find_pins(bindings: list[tuple[str, str | None, int]], path: str) -> dict[st
     return pins
 
 
+def find_file_pins(text: EnvFileText, path: str) -> dict[str, str]:
+    """:func:`find_pins` of a read file, whose keys are searched in bulk first (most files pin nothing)."""
+    if not any(key in text.keys for key in envvars.RESERVED_KEYS):
+        return {}
+    return find_pins(text.bindings, path)
+
+
 def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, str]:
     """Apply every content rule to a read file; return the variables to merge (pin keys left out).
 
@@ -158,12 +177,12 @@ def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, s
         raise refuse(path, "contains a NUL byte", line=text.nul_line)
     if text.bad_utf8_line is not None:
         raise refuse(path, "is not valid UTF-8", line=text.bad_utf8_line)
-    accepted = _accept_all(text.bindings, variable)
+    accepted = _accept_all(text.keys, text.values, variable)
     if accepted is not None:
         return accepted
     values: dict[str, str] = {}
     first_line: dict[str, int] = {}
-    for key, value, line in text.bindings:
+    for key, value, line in zip(text.keys, text.values, text.lines, strict=True):
         if value is None:
             raise refuse(path, "a key has no '=' (KEY=value expected)", line=line)
         if not is_env_name(key):
@@ -179,7 +198,7 @@ def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, s
     return values
 
 
-def _accept_all(bindings: list[tuple[str, str | None, int]], variable: str) -> dict[str, str] | None:
+def _accept_all(keys: Sequence[str], values: Sequence[str | None], variable: str) -> dict[str, str] | None:
     """The variables to merge when no binding breaks a content rule, else None (then :func:`check_content`
     goes binding by binding to refuse the first that does).
 
@@ -188,12 +207,11 @@ def _accept_all(bindings: list[tuple[str, str | None, int]], variable: str) -> d
     no refused or reserved name, which are searched for in the keys joined by line breaks (no key holds
     one).
     """
-    if not bindings:
+    if not keys:
         return {}
-    keys, values, _ = zip(*bindings, strict=True)
     if None in values or not "".join(keys).isascii() or not all(map(str.isidentifier, keys)):
         return None
-    accepted = dict(zip(keys, values, strict=True))
+    accepted: dict[str, str] = dict(zip(keys, values, strict=True))  # type: ignore[arg-type]  # no None
     if len(accepted) != len(keys):
         return None
     lines = "\n" + "\n".join(keys) + "\n"
@@ -214,7 +232,7 @@ def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, 
     """Read dotenv bytes strictly; return ``(variables, pins)``, or refuse the whole file (no pin check:
     the hook checks the pin between :func:`find_pins` and :func:`check_content`)."""
     text = read_env_file(data, path)
-    pins = find_pins(text.bindings, path)
+    pins = find_file_pins(text, path)
     return check_content(text, path, variable=variable), pins
 
 
@@ -307,7 +325,10 @@ def merge_env(entries: list[str], values: dict[str, str]) -> list[str]:
                 placed.add(name)
             continue
         merged.append(entry)
-    merged += [f"{name}={value}" for name, value in values.items() if name not in placed]
+    if placed:
+        merged += [f"{name}={value}" for name, value in values.items() if name not in placed]
+    else:
+        merged += map("=".join, values.items())  # (no Python step per variable)
     return merged
 
 
@@ -337,6 +358,6 @@ def resolve_env_file(
             if pins:  # pinned before the line that breaks: that pin is checked first
                 check_pins(pins, annotations, path, settings)
         raise
-    pinned = check_pins(find_pins(text.bindings, path), annotations, path, settings)
+    pinned = check_pins(find_file_pins(text, path), annotations, path, settings)
     values = check_content(text, path, variable=settings.variable)
     return EnvFile(path=path, values=values, pinned=pinned)
