@@ -60,7 +60,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 BLANKS = (
     "\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
@@ -87,6 +87,8 @@ _FEW_LINES = 16  # a text of fewer lines is read line by line
 _PLAIN, _SKIPPED, _INDENTED = 0, 1, 2  # what the lines of a text may be: see _normalize_breaks
 _LONG_BLANK_RUN = "\n" * 32  # blank lines in a run this long are skipped in bulk
 _SKIPPED_FIRST = ("", "#")  # a text starting so may start with a blank line or a comment
+_ASCII = bytes(range(128)).decode()
+_KEEP_TABLES: dict[str, dict[int, int | None]] = {}  # translate tables keeping a few characters (see below)
 _ONLY_EQUALS_AND_BREAKS = str.maketrans("", "", bytes(range(128)).decode().replace("=", "").replace("\n", ""))
 # Characters that may join pieces of the text or stand in for quoted line breaks: the first three the text
 # does not hold are used (see _absent_characters).
@@ -95,7 +97,6 @@ _MARK_CANDIDATES = (
 )
 
 Binding = tuple[str, "str | None", int]
-Columns = tuple["Sequence[str]", "Sequence[str | None]", "Sequence[int]"]
 
 
 class DotenvSyntaxError(ValueError):
@@ -113,17 +114,16 @@ def parse_dotenv(text: str) -> list[Binding]:
     without ``=``; ``line`` is the line the key starts on. Comments and blank lines give nothing. Raises
     DotenvSyntaxError at the first binding python-dotenv would report as an error. A leading byte-order
     mark is ignored, as python-dotenv does."""
-    keys, values, lines = parse_dotenv_columns(text)
-    return list(zip(keys, values, lines, strict=True))
+    return read_dotenv(text).tuples()
 
 
-def parse_dotenv_columns(text: str) -> Columns:
-    """:func:`parse_dotenv`'s bindings as three sequences (keys, values, lines), as the bulk path reads
-    them: no tuple per binding for a caller that checks them in bulk."""
+def read_dotenv(text: str) -> DotenvBindings:
+    """:func:`parse_dotenv`'s bindings as columns, as the bulk path reads them: no tuple per binding, and
+    the line numbers counted only if asked for (the hook needs them only to name a line it refuses)."""
     text = text.removeprefix("\ufeff")
-    columns = _read_in_bulk(text)
-    if columns is not None:
-        return columns
+    read = _read_in_bulk(text)
+    if read is not None:
+        return read
     reader = _Reader(text)
     found: list[Binding] = []
     try:
@@ -134,12 +134,42 @@ def parse_dotenv_columns(text: str) -> Columns:
     return _columns(found)
 
 
-def _columns(found: list[Binding]) -> Columns:
-    """Bindings as three sequences: keys, values, lines."""
+class DotenvBindings:
+    """The bindings of a text as columns: ``keys``, ``values`` (None for a key without ``=``) and
+    ``lines`` (the line each key starts on, counted when first asked for)."""
+
+    __slots__ = ("_count_lines", "_lines", "keys", "values")
+
+    def __init__(
+        self,
+        keys: Sequence[str],
+        values: Sequence[str | None],
+        lines: Sequence[int] | None,
+        count_lines: Callable[[], Sequence[int]] | None = None,
+    ) -> None:
+        self.keys = keys
+        self.values = values
+        self._lines = lines
+        self._count_lines = count_lines
+
+    @property
+    def lines(self) -> Sequence[int]:
+        """The line each key starts on."""
+        if self._lines is None:
+            self._lines = self._count_lines() if self._count_lines else ()
+        return self._lines
+
+    def tuples(self) -> list[Binding]:
+        """``(key, value, line)`` of every binding, in order."""
+        return list(zip(self.keys, self.values, self.lines, strict=True))
+
+
+def _columns(found: list[Binding]) -> DotenvBindings:
+    """Bindings as columns."""
     if not found:
-        return (), (), ()
+        return DotenvBindings((), (), ())
     keys, values, lines = zip(*found, strict=True)
-    return keys, values, lines
+    return DotenvBindings(keys, values, lines)
 
 
 # --- the bulk path: whole-text str methods, no Python loop per character and few per line -------------------
@@ -154,7 +184,7 @@ class _MultiLineError(_UnsureError):
     """A quoted key or value goes on past its line: read again with quoted line breaks set aside."""
 
 
-def _read_in_bulk(text: str) -> Columns | None:
+def _read_in_bulk(text: str) -> DotenvBindings | None:
     """Read ``text`` with whole-text str methods; None if it holds anything the bulk path does not vouch
     for (every syntax error among them: the binding-by-binding reader then names the line).
 
@@ -166,31 +196,31 @@ def _read_in_bulk(text: str) -> Columns | None:
     marks = _absent_characters(text)
     if marks is None:
         return None
-    separator, lf_mark, cr_mark = marks
+    separator, lf_mark, cr_mark, spare = marks
     normalized, lines_are = _normalize_breaks(text)
     if normalized.count("\n") >= _FEW_LINES:
         try:
-            columns = _read_lines(normalized, None, lines_are, separator, "", by_line=False)
+            read = _read_lines(normalized, None, lines_are, separator, marks="", spare=spare, by_line=False)
         except _UnsureError:
-            columns = None
-        if columns is not None:
-            return columns
-        columns = _read_joined(text, separator, lf_mark, cr_mark)
-        if columns is not None:
-            return columns
+            read = None
+        if read is not None:
+            return read
+        read = _read_joined(text, separator, lf_mark, cr_mark, spare)
+        if read is not None:
+            return read
         try:
-            return _read_lines(normalized, None, lines_are, separator, "", by_line=True)
+            return _read_lines(normalized, None, lines_are, separator, marks="", spare=spare, by_line=True)
         except _UnsureError:
             return None
     try:
-        return _read_lines(normalized, None, lines_are, separator, "", by_line=True)
+        return _read_lines(normalized, None, lines_are, separator, marks="", spare=spare, by_line=True)
     except _MultiLineError:
-        return _read_joined(text, separator, lf_mark, cr_mark)
+        return _read_joined(text, separator, lf_mark, cr_mark, spare)
     except _UnsureError:
         return None
 
 
-def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str) -> Columns | None:
+def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str, spare: str) -> DotenvBindings | None:
     """Read ``text`` with its quoted line breaks set aside (all at once, else line by line); None if no
     quote holds a line break, or the guess of what is quoted was wrong, or the bulk path does not vouch for
     the text."""
@@ -198,21 +228,29 @@ def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str) -> Colum
     if joined is None:
         return None
     joined, lines_are = _normalize_breaks(joined)
-    numbers = _line_numbers(joined.split("\n"), lf_mark, cr_mark if "\r" in text else "")
+    cr = cr_mark if "\r" in text else ""
+
+    def count_lines() -> list[int]:
+        return _line_numbers(joined.split("\n"), lf_mark, cr)
+
+    numbers = count_lines if lines_are == _PLAIN else count_lines()
     try:
-        return _read_lines(joined, numbers, lines_are, separator, lf_mark + cr_mark, by_line=True)
+        return _read_lines(
+            joined, numbers, lines_are, separator, marks=lf_mark + cr_mark, spare=spare, by_line=True
+        )
     except _UnsureError:
         return None  # a quote in a comment or an unquoted value threw the guess off
 
 
-def _absent_characters(text: str) -> tuple[str, str, str] | None:
-    """Three characters ``text`` does not hold (None if it holds every candidate): one to join pieces
-    with, two to stand in for ``\\n`` and ``\\r`` inside quotes. None is whitespace, a quote, ``#``,
-    ``=`` or a backslash; text decoded from bytes never holds the lone surrogates at the end."""
-    found = [char for char in _MARK_CANDIDATES if char not in text][:3]
-    if len(found) < 3:
+def _absent_characters(text: str) -> tuple[str, str, str, str] | None:
+    """Characters ``text`` does not hold (None if it holds too many candidates): one to join pieces with,
+    two to stand in for ``\\r`` and ``\\n`` inside quotes, and two (as one string) to stand in for escaped
+    backslashes and quotes. None is whitespace, a quote, ``#``, ``=`` or a backslash; text decoded from
+    bytes never holds the lone surrogates at the end."""
+    found = [char for char in _MARK_CANDIDATES if char not in text][:5]
+    if len(found) < 5:
         return None
-    return found[0], found[1], found[2]
+    return found[0], found[1], found[2], found[3] + found[4]
 
 
 def _normalize_breaks(text: str) -> tuple[str, int]:
@@ -262,45 +300,75 @@ def _line_numbers(lines: list[str], lf_mark: str, cr_mark: str) -> list[int]:
 
 
 def _read_lines(
-    text: str, numbers: list[int] | None, lines_are: int, separator: str, marks: str, *, by_line: bool
-) -> Columns | None:
+    text: str,
+    numbers: Sequence[int] | Callable[[], Sequence[int]] | None,
+    lines_are: int,
+    separator: str,
+    *,
+    marks: str,
+    spare: str,
+    by_line: bool,
+) -> DotenvBindings | None:
     """Read the bindings of ``text`` (every line break ``\\n``, every line a whole binding, a comment or
-    blank; ``numbers``: each line's number, None for 1, 2, ...; ``lines_are``: see _normalize_breaks): in
-    bulk where every binding has a shape :func:`_bulk_bindings` reads, else line by line (``by_line``;
-    else None)."""
+    blank; ``numbers``: each line's number, or what counts them (only for _PLAIN lines), None for 1, 2,
+    ...; ``lines_are``: see _normalize_breaks): in bulk where every binding has a shape
+    :func:`_bulk_bindings` reads, else line by line (``by_line``; else None)."""
+    kept_numbers: Sequence[int] | Callable[[], Sequence[int]]
     if lines_are != _PLAIN:
-        lines, line_numbers = _lines_but_long_blank_runs(text, numbers)
+        lines, line_numbers = _lines_but_long_blank_runs(text, numbers)  # type: ignore[arg-type]
         if lines_are == _INDENTED:
             lines = list(map(str.lstrip, lines))
-        kept = [
-            (number, line)
-            for number, line in zip(line_numbers, lines, strict=True)
-            if line and not "#" <= line < "$"
-        ]
-        if not kept:
-            kept = [(0, "")]
-        kept_numbers, kept_lines = zip(*kept, strict=True)
+        kept_lines = [line for line in lines if line and not "#" <= line < "$"]
+        kept_numbers = _kept_numbers(lines, line_numbers, kept_lines)
         text = "\n".join(kept_lines)
         if marks and _count_marks(text, marks) != _count_marks("".join(lines), marks):
             raise _UnsureError  # a comment holds a mark: the quotes were guessed wrong
-        if not text:
-            return (), (), ()
+        count = len(kept_lines)
     else:
         text = text.removesuffix("\n")  # (no blank line: at most one break at the end)
-        if not text:
-            return (), (), ()
-        count = text.count("\n") + 1
-        kept_numbers = numbers[:count] if numbers else range(1, count + 1)  # type: ignore[assignment]
-    if len(kept_numbers) >= _FEW_LINES:
-        columns = _bulk_bindings(text, kept_numbers, separator, marks)
-        if columns is not None or not by_line:
-            return columns
+        count = text.count("\n") + 1 if text else 0
+        if numbers is None:
+            kept_numbers = range(1, count + 1)
+        elif callable(numbers):
+            count_all = numbers
+
+            def kept_numbers() -> Sequence[int]:  # counted only if asked for
+                return count_all()[:count]
+
+        else:
+            kept_numbers = numbers[:count]
+    if not count:
+        return DotenvBindings((), (), ())
+    if count >= _FEW_LINES:
+        bulk = _bulk_bindings(text, count, separator, marks, spare)
+        if bulk is not None:
+            if callable(kept_numbers):
+                return DotenvBindings(bulk[0], bulk[1], None, kept_numbers)
+            return DotenvBindings(bulk[0], bulk[1], kept_numbers)
+        if not by_line:
+            return None
+    if callable(kept_numbers):
+        kept_numbers = kept_numbers()
     found: list[Binding] = []
     for number, line in zip(kept_numbers, text.split("\n"), strict=True):
         binding = _line_binding(line, marks)
         if binding is not None:
             found.append((binding[0], binding[1], number))
     return _columns(found)
+
+
+def _kept_numbers(lines: list[str], numbers: Sequence[int], kept: list[str]) -> Sequence[int]:
+    """The numbers of the ``kept`` lines among ``lines`` (none of the others equals a kept one): found one
+    by one with ``list.index`` when few lines are kept (a file of comments), else numbered in one list
+    comprehension."""
+    if len(kept) * 4 > len(lines):
+        return [number for number, line in zip(numbers, lines, strict=True) if line and not "#" <= line < "$"]
+    found: list[int] = []
+    index = -1
+    for line in kept:
+        index = lines.index(line, index + 1)
+        found.append(numbers[index])
+    return found
 
 
 def _lines_but_long_blank_runs(text: str, numbers: list[int] | None) -> tuple[list[str], Sequence[int]]:
@@ -343,7 +411,9 @@ def _skip(text: str, start: int, chars: str) -> int:
     return skipped
 
 
-def _bulk_bindings(text: str, numbers: Sequence[int], separator: str, marks: str) -> Columns | None:
+def _bulk_bindings(
+    text: str, count: int, separator: str, marks: str, spare: str
+) -> tuple[Sequence[str], Sequence[str]] | None:
     """Read lines (``text``: no blank line, no comment) that are all ``KEY=VALUE`` of the common shapes at
     once, or return None.
 
@@ -352,7 +422,6 @@ def _bulk_bindings(text: str, numbers: Sequence[int], separator: str, marks: str
     the keys are joined into one text and so are the values, and each is checked and decoded as a whole:
     see :func:`_bulk_keys` and :func:`_bulk_values`.
     """
-    count = len(numbers)
     keys: Sequence[str]
     values: Sequence[str]
     equals = text.count("=")
@@ -368,10 +437,10 @@ def _bulk_bindings(text: str, numbers: Sequence[int], separator: str, marks: str
     bulk_keys = _bulk_keys(keys, separator, marks)
     if bulk_keys is None:
         return None
-    bulk_values = _bulk_values(values, separator, marks)
+    bulk_values = _bulk_values(values, separator, marks, spare)
     if bulk_values is None:
         return None
-    return bulk_keys, bulk_values, numbers
+    return bulk_keys, bulk_values
 
 
 def _bulk_keys(keys: Sequence[str], separator: str, marks: str) -> Sequence[str] | None:
@@ -391,64 +460,113 @@ def _bulk_keys(keys: Sequence[str], separator: str, marks: str) -> Sequence[str]
         if "#" in joined or _has_whitespace(joined) or (marks and _holds_any(joined, marks)):
             return None
         return keys
-    quoted = _whole_quoted(joined, "'", separator, allow_empty=False)
-    if quoted is None:
-        return None
-    outside = quoted[0]
-    if "#" in outside or _has_whitespace(outside) or (marks and _holds_any(outside, marks)):
-        return None  # a plain key holds no whitespace (a quoted one may)
+    if "''" in joined:
+        return None  # an empty quoted key (or two quotes in a plain one)
+    plain = not ("#" in joined or _has_whitespace(joined) or (marks and _holds_any(joined, marks)))
+    if plain and joined.isascii():
+        if not _whole_quoted_counted(joined, "'", separator, ""):
+            return None
+    else:
+        quoted = _whole_quoted(joined, "'", separator)
+        if quoted is None:
+            return None
+        outside = quoted[0]
+        if "#" in outside or _has_whitespace(outside) or (marks and _holds_any(outside, marks)):
+            return None  # a plain key holds no whitespace (a quoted one may)
     joined = joined.replace("'", "")
     if marks:
         joined = _restore_breaks(joined, marks)
     return joined.split(separator)
 
 
-def _bulk_values(values: Sequence[str], separator: str, marks: str) -> list[str] | None:
-    """The values, if each is plain (no ``#`` after whitespace, not starting with ``#``) or a whole
-    quoted value (one kind of quote opening values in the file), else None."""
+def _bulk_values(values: Sequence[str], separator: str, marks: str, spare: str) -> list[str] | None:
+    """The values, if each is plain (cut at an inline comment) or a whole quoted value (one kind of quote
+    opening values in the file, a comment after it cut), else None.
+
+    A comment is cut in bulk only when the values do not read as they stand: a ``#`` after whitespace may
+    be inside quotes as well as after them."""
     stripped = list(map(str.strip, values))  # the blanks after "=" and at the line's end
     joined = separator.join(stripped)
+    if "#" not in joined:
+        return _values_as_they_stand(stripped, joined, separator, marks, spare)
+    if joined.startswith("#") or separator + "#" in joined:
+        return None  # "= #..." (an empty value) or "=#..." (a value): line by line
+    read = _values_as_they_stand(stripped, joined, separator, marks, spare)
+    if read is not None or not _has_whitespace(joined):
+        return read
+    cut = _cut_comments(stripped, joined, separator)
+    if cut is None:
+        return None
+    return _values_as_they_stand(cut, separator.join(cut), separator, marks, spare)
+
+
+def _values_as_they_stand(
+    stripped: list[str], joined: str, separator: str, marks: str, spare: str
+) -> list[str] | None:
+    """The values (stripped, and ``joined`` by ``separator``), if each is plain or a whole quoted value."""
     starts = separator + joined
     double, single = separator + '"' in starts, separator + "'" in starts
     if double and single:
         return None
     if not double and not single:
-        if not _plain_values(joined, separator, marks):
-            return None
-        return stripped
+        return stripped if _plain_values(joined, marks) else None
     quote = '"' if double else "'"
-    if "\\" + quote in joined:
-        return None  # an escaped quote (or an escaped backslash before a closing one): read line by line
-    quoted = _whole_quoted(joined, quote, separator, allow_empty=True)
-    if quoted is None:
-        return None
-    outside, inside = quoted
-    if not _plain_values(outside, separator, marks):
-        return None
-    if "\\" in inside:
-        pairs_removed = inside.replace("\\\\", "")
-        if pairs_removed.endswith("\\") or "\\" + separator in pairs_removed:
-            return None  # an odd run of backslashes escapes the quote that seemed to close a value
-        pieces = joined.split(quote)
-        escapes = _DOUBLE_QUOTE_ESCAPES if quote == '"' else _SINGLE_QUOTE_ESCAPES
-        pieces[1::2] = _decode_escapes(inside, escapes).split(separator)
-        joined = "".join(pieces)
+    if "\\" in joined:
+        return _bulk_escaped_values(joined, quote, separator, marks, spare)
+    if "#" not in joined and joined.isascii():
+        if not _whole_quoted_counted(joined, quote, separator, marks):
+            return None
     else:
-        joined = joined.replace(quote, "")
+        quoted = _whole_quoted(joined, quote, separator)
+        if quoted is None or not _plain_values(quoted[0], marks):
+            return None
+    joined = joined.replace(quote, "")
     if marks:
         joined = _restore_breaks(joined, marks)
     return joined.split(separator)
 
 
-def _plain_values(text: str, separator: str, marks: str) -> bool:
+def _bulk_escaped_values(joined: str, quote: str, separator: str, marks: str, spare: str) -> list[str] | None:
+    """:func:`_bulk_values` for values holding backslashes: escaped backslashes, then escaped quotes, are
+    set aside (as pairs of the ``spare`` characters) before the quotes are checked, so that only quotes that
+    open or close a value are left; the escapes are then put back and decoded in the quoted pieces only
+    (an unquoted value keeps its backslashes)."""
+    pair, escaped = spare[0] * 2, spare[1] * 2
+    masked = joined.replace("\\\\", pair).replace("\\" + quote, escaped)
+    quoted = _whole_quoted(masked, quote, separator)
+    if quoted is None or not _plain_values(quoted[0], marks):
+        return None
+    pieces = masked.split(quote)
+    inside = quoted[1].replace(pair, "\\\\").replace(escaped, "\\" + quote)
+    escapes = _DOUBLE_QUOTE_ESCAPES if quote == '"' else _SINGLE_QUOTE_ESCAPES
+    pieces[1::2] = _decode_escapes(inside, escapes).split(separator)
+    joined = "".join(pieces).replace(pair, "\\\\").replace(escaped, "\\" + quote)
+    if marks:
+        joined = _restore_breaks(joined, marks)
+    return joined.split(separator)
+
+
+def _plain_values(text: str, marks: str) -> bool:
     """Whether the unquoted values in ``text`` (joined by ``separator``) are read as they stand: no mark,
-    and no ``#`` that could start a comment (first in a value, or anywhere when there is whitespace)."""
+    and no ``#`` that may start a comment (after whitespace)."""
     if marks and _holds_any(text, marks):
         return False
-    return "#" not in text or (not _has_whitespace(text) and separator + "#" not in separator + text)
+    return "#" not in text or not _has_whitespace(text)
 
 
-def _whole_quoted(joined: str, quote: str, separator: str, *, allow_empty: bool) -> tuple[str, str] | None:
+def _cut_comments(values: list[str], joined: str, separator: str) -> list[str] | None:
+    """``values`` (``joined`` by ``separator``; none starts with ``#``) each cut at its first whitespace
+    run followed by ``#`` (an inline comment): one ``translate`` (blanks made spaces, ASCII only) and one
+    search per value. A quoted value cut inside its quotes is then no longer whole, and is read line by
+    line."""
+    if not joined.isascii():
+        return None
+    spaced = joined.translate(_BLANK_TO_SPACE).split(separator)
+    cuts = list(map(str.find, spaced, [" #"] * len(values)))
+    return [value[:cut].rstrip() if cut >= 0 else value for value, cut in zip(values, cuts, strict=True)]
+
+
+def _whole_quoted(joined: str, quote: str, separator: str) -> tuple[str, str] | None:
     """Split ``joined`` (pieces joined by ``separator``) at ``quote``; if every quoted stretch is a whole
     piece, return the text outside the quotes and the quoted stretches joined by ``separator``."""
     pieces = joined.split(quote)
@@ -457,13 +575,45 @@ def _whole_quoted(joined: str, quote: str, separator: str, *, allow_empty: bool)
     inside_pieces = pieces[1::2]
     inside = separator.join(inside_pieces)
     count = len(inside_pieces)
-    if inside.count(separator) != count - 1 or (not allow_empty and "" in inside_pieces):
-        return None  # a quoted stretch runs over into the next piece, or a quoted key is empty
+    if inside.count(separator) != count - 1:
+        return None  # a quoted stretch runs over into the next piece
     opened = joined.count(separator + quote) + joined.startswith(quote)
     closed = joined.count(quote + separator) + joined.endswith(quote)
     if opened != count or closed != count:
         return None  # a quote inside a piece, not at its ends
     return "".join(pieces[0::2]), inside
+
+
+def _whole_quoted_counted(joined: str, quote: str, separator: str, marks: str) -> bool:
+    """Whether every ``quote`` in ``joined`` (an ASCII text of pieces joined by ``separator``) pairs up into
+    a whole ``quote``-quoted piece, and every mark is inside one: :func:`_whole_quoted` without a string
+    per piece.
+
+    ``translate`` keeps only the quotes, separators and marks (one pass in C for an ASCII text). With the
+    marks left out, the quotes must pair up with no separator between them; as many quotes must open a
+    piece (first in it) as there are pairs, and as many close one (last in it): so each pair is a whole
+    piece. A mark next to a separator, or at either end, is then outside every pair.
+    """
+    table = _KEEP_TABLES.get(quote + separator + marks)
+    if table is None:
+        kept = quote + separator + marks
+        table = _KEEP_TABLES[kept] = str.maketrans("", "", "".join(c for c in _ASCII if c not in kept))
+    skeleton = joined.translate(table)
+    for mark in marks:
+        if mark in skeleton and (
+            separator + mark in skeleton
+            or mark + separator in skeleton
+            or skeleton.startswith(mark)
+            or skeleton.endswith(mark)
+        ):
+            return False
+        skeleton = skeleton.replace(mark, "")
+    pairs = skeleton.count(quote + quote)
+    if quote in skeleton.replace(quote + quote, ""):
+        return False
+    opened = joined.count(separator + quote) + joined.startswith(quote)
+    closed = joined.count(quote + separator) + joined.endswith(quote)
+    return opened == closed == pairs
 
 
 def _has_whitespace(text: str) -> bool:
@@ -826,8 +976,16 @@ def _decode_escapes_stepwise(raw: str, escapes: dict[str, str]) -> str:
 
 def _cut_inline_comment(part: str) -> str:
     """Cut an unquoted value at the first whitespace run followed by ``#``, then strip trailing whitespace
-    (python-dotenv: ``re.sub(r"\\s+#.*", "", part).rstrip()``)."""
-    if part.find("#", 1) > 0:
+    (python-dotenv: ``re.sub(r"\\s+#.*", "", part).rstrip()``): the first few ``#`` are looked at one by
+    one, then the rest in one search with every blank made a space."""
+    hash_at = part.find("#", 1)
+    for _ in range(8):
+        if hash_at < 0:
+            return part.rstrip()
+        if part[hash_at - 1].isspace():
+            return part[:hash_at].rstrip()
+        hash_at = part.find("#", hash_at + 1)
+    if hash_at > 0:
         blank_hash = part.translate(_BLANK_TO_SPACE).find(" #")
         if blank_hash >= 0:
             return part[:blank_hash].rstrip()

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hook.config import EnvFileSettings
+    from hook.dotenvreader import DotenvBindings
 
 REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
 REFUSED_NAMES = ("PATH",)
@@ -88,30 +89,31 @@ def load_env_file_bytes(path: str, settings: EnvFileSettings) -> bytes:
 
 
 class EnvFileText:
-    """An env file read as dotenv (syntax only): its bindings (as three columns), and where it breaks the
-    byte-level rules.
+    """An env file read as dotenv (syntax only): its bindings (as columns: ``keys``, ``values``,
+    ``lines``), and where it breaks the byte-level rules.
 
     The byte-level rules (no NUL, valid UTF-8) are reported only after the pin is checked, so that naming
     another pod's file never tells which rule its content breaks.
     """
 
-    __slots__ = ("bad_utf8_line", "keys", "lines", "nul_line", "values")
+    __slots__ = ("bad_utf8_line", "keys", "nul_line", "read", "values")
 
-    def __init__(
-        self,
-        columns: tuple[Sequence[str], Sequence[str | None], Sequence[int]],
-        *,
-        nul_line: int | None,
-        bad_utf8_line: int | None,
-    ) -> None:
-        self.keys, self.values, self.lines = columns
+    def __init__(self, read: DotenvBindings, *, nul_line: int | None, bad_utf8_line: int | None) -> None:
+        self.read = read
+        self.keys = read.keys
+        self.values = read.values
         self.nul_line = nul_line
         self.bad_utf8_line = bad_utf8_line
 
     @property
+    def lines(self) -> Sequence[int]:
+        """The line each key starts on (counted on first use: only a refusal names one)."""
+        return self.read.lines
+
+    @property
     def bindings(self) -> list[tuple[str, str | None, int]]:
         """``(key, value, line)`` of every binding, in order."""
-        return list(zip(self.keys, self.values, self.lines, strict=True))
+        return self.read.tuples()
 
 
 def read_env_file(data: bytes, path: str) -> EnvFileText:
@@ -119,7 +121,7 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
 
     Bytes that are not UTF-8 are read as stand-in characters (and reported later, with the NUL rule).
     """
-    from hook.dotenvreader import DotenvSyntaxError, parse_dotenv_columns
+    from hook.dotenvreader import DotenvSyntaxError, read_dotenv
 
     nul = data.find(b"\0")
     nul_line = None if nul < 0 else data.count(b"\n", 0, nul) + 1
@@ -130,14 +132,14 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
         bad_utf8_line = data.count(b"\n", 0, err.start) + 1
         text = data.decode("utf-8", "surrogateescape")
     try:
-        columns = parse_dotenv_columns(text)
+        read = read_dotenv(text)
     except DotenvSyntaxError as err:
         from hook.errors import EnvFileSyntaxError  # the error classes load only to refuse (hook.errors)
 
         raise EnvFileSyntaxError(
             refuse(path, "is not a valid dotenv line", line=err.line).args[0], err.bindings
         ) from None
-    return EnvFileText(columns, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
+    return EnvFileText(read, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
 
 
 def find_pins(bindings: list[tuple[str, str | None, int]], path: str) -> dict[str, str]:

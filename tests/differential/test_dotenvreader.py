@@ -245,6 +245,43 @@ def test_generated_bulk_readable(lines: list[tuple[str, str]], quote: str) -> No
     assert [line for _, _, line in parse_dotenv(text)] == reference_lines(text)
 
 
+# Lines around the quote checks done by counting (ASCII, no "#", no backslash): quotes whole or not, at the
+# ends of keys and values or inside them, values over several lines, control characters the bulk path could
+# borrow as marks.
+COUNTED_LINES = [
+    "A=1",
+    "B={q}{q}",
+    "C={q}x{q}",
+    "D={q}x{br}y{q}",
+    "E={q}{br}{q}",
+    "'K'=1",
+    "'K{br}L'={q}v{q}",
+    "F=x{q}y",
+    "G={q}x{q}y",
+    "H=x{q}",
+    "I={q}x{q} ",
+    "J= {q}x{q}",
+    "M'=1",
+    "N'O=2",
+    "'P'Q=3",
+    "R={q}{q}{q}{q}",
+    "S=\x01\x02",
+    "T={q}\x00{q}",
+    "U={q}a'b\"c{q}",
+]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(COUNTED_LINES), st.sampled_from(LINE_ENDS)), min_size=16, max_size=40),
+    st.sampled_from(["'", '"']),
+)
+def test_generated_quotes_counted(lines: list[tuple[str, str]], quote: str) -> None:
+    """Files whose quotes the bulk path checks by counting rather than splitting: same result."""
+    text = "".join(line.replace("{br}", end).replace("{q}", quote) + end for line, end in lines)
+    assert ours(text) == reference(text)
+
+
 def reference_lines(text: str) -> list[int]:
     """python-dotenv's line for each binding, moved to the line its key starts on (python-dotenv counts from
     where the whitespace before the key starts)."""
