@@ -86,6 +86,7 @@ _QUOTES = ("'", '"')
 _FEW_LINES = 16  # a text of fewer lines is read line by line
 _PLAIN, _SKIPPED, _INDENTED = 0, 1, 2  # what the lines of a text may be: see _normalize_breaks
 _LONG_BLANK_RUN = "\n" * 32  # blank lines in a run this long are skipped in bulk
+_INDENTS = (" ", "\t")
 _SKIPPED_FIRST = ("", "#")  # a text starting so may start with a blank line or a comment
 _ASCII = bytes(range(128)).decode()
 _KEEP_TABLES: dict[str, dict[int, int | None]] = {}  # translate tables keeping a few characters (see below)
@@ -205,7 +206,7 @@ def _read_in_bulk(text: str) -> DotenvBindings | None:
             read = None
         if read is not None:
             return read
-        read = _read_joined(text, separator, lf_mark, cr_mark, spare)
+        read = _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare)
         if read is not None:
             return read
         try:
@@ -215,20 +216,26 @@ def _read_in_bulk(text: str) -> DotenvBindings | None:
     try:
         return _read_lines(normalized, None, lines_are, separator, marks="", spare=spare, by_line=True)
     except _MultiLineError:
-        return _read_joined(text, separator, lf_mark, cr_mark, spare)
+        return _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare)
     except _UnsureError:
         return None
 
 
-def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str, spare: str) -> DotenvBindings | None:
+def _read_joined(
+    text: str, lines_are: int, separator: str, marks: tuple[str, str], spare: str
+) -> DotenvBindings | None:
     """Read ``text`` with its quoted line breaks set aside (all at once, else line by line); None if no
     quote holds a line break, or the guess of what is quoted was wrong, or the bulk path does not vouch for
     the text."""
+    lf_mark, cr_mark = marks
     joined = _set_quoted_breaks_aside(text, separator, lf_mark, cr_mark)
     if joined is None:
         return None
-    joined, lines_are = _normalize_breaks(joined)
     cr = cr_mark if "\r" in text else ""
+    if lines_are == _PLAIN:  # (joining lines makes none blank, a comment or indented)
+        joined = joined.replace("\r\n", "\n").replace("\r", "\n") if "\r" in joined else joined
+    else:
+        joined, lines_are = _normalize_breaks(joined)
 
     def count_lines() -> list[int]:
         return _line_numbers(joined.split("\n"), lf_mark, cr)
@@ -236,7 +243,7 @@ def _read_joined(text: str, separator: str, lf_mark: str, cr_mark: str, spare: s
     numbers = count_lines if lines_are == _PLAIN else count_lines()
     try:
         return _read_lines(
-            joined, numbers, lines_are, separator, marks=lf_mark + cr_mark, spare=spare, by_line=True
+            joined, numbers, lines_are, separator, marks=lf_mark + cr, spare=spare, by_line=True
         )
     except _UnsureError:
         return None  # a quote in a comment or an unquoted value threw the guess off
@@ -259,9 +266,9 @@ def _normalize_breaks(text: str) -> tuple[str, int]:
     space or a tab)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if "\n " in text or "\n\t" in text or text[:1] in (" ", "\t"):
-        return text, _INDENTED
-    if "\n\n" in text or text[:1] in _SKIPPED_FIRST or "\n#" in text:
+    if text[:1] in _INDENTS or (" " in text and "\n " in text) or ("\t" in text and "\n\t" in text):
+        return text, _INDENTED  # (a two-character search only where its second character is found at all)
+    if text[:1] in _SKIPPED_FIRST or "\n\n" in text or ("#" in text and "\n#" in text):
         return text, _SKIPPED
     return text, _PLAIN
 
@@ -448,7 +455,8 @@ def _bulk_keys(keys: Sequence[str], separator: str, marks: str) -> Sequence[str]
     if "" in keys:
         return None
     joined = separator.join(keys)
-    if _has_whitespace(joined):  # blanks around a key, or export before it
+    spaced = _has_whitespace(joined)
+    if spaced:  # blanks around a key, or export before it
         keys = list(map(str.lstrip, keys))
         if "export" in joined:
             keys = [key[6:].lstrip() if key[6:7].isspace() and key[:6] == "export" else key for key in keys]
@@ -456,13 +464,12 @@ def _bulk_keys(keys: Sequence[str], separator: str, marks: str) -> Sequence[str]
         if "" in keys:
             return None
         joined = separator.join(keys)
+        spaced = _has_whitespace(joined)
+    plain = not (spaced or "#" in joined or (marks and _holds_any(joined, marks)))
     if "'" not in joined:
-        if "#" in joined or _has_whitespace(joined) or (marks and _holds_any(joined, marks)):
-            return None
-        return keys
+        return keys if plain else None
     if "''" in joined:
         return None  # an empty quoted key (or two quotes in a plain one)
-    plain = not ("#" in joined or _has_whitespace(joined) or (marks and _holds_any(joined, marks)))
     if plain and joined.isascii():
         if not _whole_quoted_counted(joined, "'", separator, ""):
             return None
@@ -504,8 +511,8 @@ def _values_as_they_stand(
     stripped: list[str], joined: str, separator: str, marks: str, spare: str
 ) -> list[str] | None:
     """The values (stripped, and ``joined`` by ``separator``), if each is plain or a whole quoted value."""
-    starts = separator + joined
-    double, single = separator + '"' in starts, separator + "'" in starts
+    double = joined.startswith('"') or separator + '"' in joined
+    single = joined.startswith("'") or separator + "'" in joined
     if double and single:
         return None
     if not double and not single:
@@ -632,8 +639,9 @@ def _holds_any(text: str, chars: str) -> bool:
 
 
 def _restore_breaks(text: str, marks: str) -> str:
-    """Put back the line breaks the marks (``\\n`` then ``\\r``) stand for."""
-    return text.replace(marks[0], "\n").replace(marks[1], "\r")
+    """Put back the line breaks the marks (``\\n``, then ``\\r`` if the text has one) stand for."""
+    text = text.replace(marks[0], "\n")
+    return text.replace(marks[1], "\r") if len(marks) > 1 else text
 
 
 def _line_binding(line: str, marks: str) -> tuple[str, str | None] | None:
