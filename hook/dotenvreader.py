@@ -136,10 +136,10 @@ def read_dotenv(text: str) -> DotenvBindings:
 
 
 class DotenvBindings:
-    """The bindings of a text as columns: ``keys``, ``values`` (None for a key without ``=``) and
-    ``lines`` (the line each key starts on, counted when first asked for)."""
+    """The bindings of a text as columns: ``keys``, ``values`` (None for a key without ``=``; ``all_set``
+    when there is none) and ``lines`` (the line each key starts on, counted when first asked for)."""
 
-    __slots__ = ("_count_lines", "_lines", "keys", "values")
+    __slots__ = ("_count_lines", "_lines", "all_set", "keys", "values")
 
     def __init__(
         self,
@@ -147,11 +147,14 @@ class DotenvBindings:
         values: Sequence[str | None],
         lines: Sequence[int] | None,
         count_lines: Callable[[], Sequence[int]] | None = None,
+        *,
+        all_set: bool | None = None,
     ) -> None:
         self.keys = keys
         self.values = values
         self._lines = lines
         self._count_lines = count_lines
+        self.all_set = None not in values if all_set is None else all_set  # every key has "="
 
     @property
     def lines(self) -> Sequence[int]:
@@ -350,8 +353,8 @@ def _read_lines(
         bulk = _bulk_bindings(text, count, separator, marks, spare)
         if bulk is not None:
             if callable(kept_numbers):
-                return DotenvBindings(bulk[0], bulk[1], None, kept_numbers)
-            return DotenvBindings(bulk[0], bulk[1], kept_numbers)
+                return DotenvBindings(bulk[0], bulk[1], None, kept_numbers, all_set=True)
+            return DotenvBindings(bulk[0], bulk[1], kept_numbers, all_set=True)
         if not by_line:
             return None
     if callable(kept_numbers):

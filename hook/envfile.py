@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
 REFUSED_NAMES = ("PATH",)
 RESERVED_PREFIX = "GPU_ENV_HOOK_"
+# For _accept_all: each ASCII character made "a" (a letter or "_"), "0" (a digit), "\n" (itself) or "!".
+_NAME_SHAPE = str.maketrans(
+    bytes(range(128)).decode(),
+    "!" * 10 + "\n" + "!" * 37 + "0" * 10 + "!" * 7 + "a" * 26 + "!" * 4 + "a!" + "a" * 26 + "!" * 5,
+)
 
 
 class EnvFile:
@@ -179,7 +184,7 @@ def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, s
         raise refuse(path, "contains a NUL byte", line=text.nul_line)
     if text.bad_utf8_line is not None:
         raise refuse(path, "is not valid UTF-8", line=text.bad_utf8_line)
-    accepted = _accept_all(text.keys, text.values, variable)
+    accepted = _accept_all(text.keys, text.values, variable, all_set=text.read.all_set)
     if accepted is not None:
         return accepted
     values: dict[str, str] = {}
@@ -200,23 +205,28 @@ def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, s
     return values
 
 
-def _accept_all(keys: Sequence[str], values: Sequence[str | None], variable: str) -> dict[str, str] | None:
+def _accept_all(
+    keys: Sequence[str], values: Sequence[str | None], variable: str, *, all_set: bool
+) -> dict[str, str] | None:
     """The variables to merge when no binding breaks a content rule, else None (then :func:`check_content`
     goes binding by binding to refuse the first that does).
 
     The same rules in bulk, so that a file of thousands of bindings costs a few passes of C code rather
-    than a loop of Python per binding: every value set, every key an ASCII identifier, no key twice, and
-    no refused or reserved name, which are searched for in the keys joined by line breaks (no key holds
-    one).
+    than a loop of Python per binding: every value set (``all_set``), every key an ASCII identifier (the
+    keys joined by line breaks, translated to the shape of their characters), no key twice, and no refused
+    or reserved name, which are searched for in the keys joined by line breaks (no identifier holds one).
     """
     if not keys:
         return {}
-    if None in values or not "".join(keys).isascii() or not all(map(str.isidentifier, keys)):
+    lines = "\n" + "\n".join(keys) + "\n"
+    if not all_set or not lines.isascii():
         return None
+    shape = lines.translate(_NAME_SHAPE)  # a letter or "_" made "a", a digit "0", anything else "!"
+    if "!" in shape or "\n0" in shape or "\n\n" in shape:
+        return None  # a key that is not [A-Za-z_][A-Za-z0-9_]*
     accepted: dict[str, str] = dict(zip(keys, values, strict=True))  # type: ignore[arg-type]  # no None
     if len(accepted) != len(keys):
         return None
-    lines = "\n" + "\n".join(keys) + "\n"
     if f"\n{variable}\n" in lines or any(f"\n{name}\n" in lines for name in REFUSED_NAMES):
         return None
     if any(f"\n{prefix}" in lines for prefix in REFUSED_PREFIXES):
