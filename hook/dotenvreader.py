@@ -325,11 +325,14 @@ def _read_lines(
     :func:`_bulk_bindings` reads, else line by line (``by_line``; else None)."""
     kept_numbers: Sequence[int] | Callable[[], Sequence[int]]
     if lines_are != _PLAIN:
-        lines, line_numbers = _lines_but_long_blank_runs(text, numbers)  # type: ignore[arg-type]
+        lines, line_numbers = _lines_but_long_blank_runs(text, numbers() if callable(numbers) else numbers)
         if lines_are == _INDENTED:
             lines = list(map(str.lstrip, lines))
         kept_lines = [line for line in lines if line and not "#" <= line < "$"]
-        kept_numbers = _kept_numbers(lines, line_numbers, kept_lines)
+
+        def kept_numbers() -> Sequence[int]:  # counted only if asked for
+            return _kept_numbers(lines, line_numbers, kept_lines)
+
         text = "\n".join(kept_lines)
         if marks and _count_marks(text, marks) != _count_marks("".join(lines), marks):
             raise _UnsureError  # a comment holds a mark: the quotes were guessed wrong
@@ -381,7 +384,7 @@ def _kept_numbers(lines: list[str], numbers: Sequence[int], kept: list[str]) -> 
     return found
 
 
-def _lines_but_long_blank_runs(text: str, numbers: list[int] | None) -> tuple[list[str], Sequence[int]]:
+def _lines_but_long_blank_runs(text: str, numbers: Sequence[int] | None) -> tuple[list[str], Sequence[int]]:
     """The lines of ``text`` and their numbers, without the blank lines of long runs (each skipped in a
     few slices, so that a file of blank lines costs no Python step per line)."""
     if _LONG_BLANK_RUN not in text:
@@ -501,9 +504,12 @@ def _bulk_values(values: Sequence[str], separator: str, marks: str, spare: str) 
         return _values_as_they_stand(stripped, joined, separator, marks, spare)
     if joined.startswith("#") or separator + "#" in joined:
         return None  # "= #..." (an empty value) or "=#..." (a value): line by line
-    read = _values_as_they_stand(stripped, joined, separator, marks, spare)
-    if read is not None or not _has_whitespace(joined):
-        return read
+    if not _has_whitespace(joined):
+        return _values_as_they_stand(stripped, joined, separator, marks, spare)  # every "#" is literal
+    if _any_quoted(joined, separator):
+        read = _values_as_they_stand(stripped, joined, separator, marks, spare)
+        if read is not None:
+            return read
     cut = _cut_comments(stripped, joined, separator)
     if cut is None:
         return None
@@ -521,6 +527,10 @@ def _values_as_they_stand(
     if not double and not single:
         return stripped if _plain_values(joined, marks) else None
     quote = '"' if double else "'"
+    if joined.count(separator + quote) + joined.startswith(quote) != joined.count(
+        quote + separator
+    ) + joined.endswith(quote):
+        return None  # a quoted value with something after its closing quote (a comment?)
     if "\\" in joined:
         return _bulk_escaped_values(joined, quote, separator, marks, spare)
     if "#" not in joined and joined.isascii():
@@ -556,6 +566,11 @@ def _bulk_escaped_values(joined: str, quote: str, separator: str, marks: str, sp
     return joined.split(separator)
 
 
+def _any_quoted(joined: str, separator: str) -> bool:
+    """Whether any of the values ``joined`` by ``separator`` starts with a quote."""
+    return joined[:1] in _QUOTES or separator + '"' in joined or separator + "'" in joined
+
+
 def _plain_values(text: str, marks: str) -> bool:
     """Whether the unquoted values in ``text`` (joined by ``separator``) are read as they stand: no mark,
     and no ``#`` that may start a comment (after whitespace)."""
@@ -566,14 +581,18 @@ def _plain_values(text: str, marks: str) -> bool:
 
 def _cut_comments(values: list[str], joined: str, separator: str) -> list[str] | None:
     """``values`` (``joined`` by ``separator``; none starts with ``#``) each cut at its first whitespace
-    run followed by ``#`` (an inline comment): one ``translate`` (blanks made spaces, ASCII only) and one
-    search per value. A quoted value cut inside its quotes is then no longer whole, and is read line by
-    line."""
+    run followed by ``#`` (an inline comment): one ``partition`` per value where the only blank is the
+    space, else after one ``translate`` of them all (blanks made spaces; ASCII only). A quoted value cut
+    inside its quotes is then no longer whole, and is read line by line."""
     if not joined.isascii():
         return None
-    spaced = joined.translate(_BLANK_TO_SPACE).split(separator)
-    cuts = list(map(str.find, spaced, [" #"] * len(values)))
-    return [value[:cut].rstrip() if cut >= 0 else value for value, cut in zip(values, cuts, strict=True)]
+    spaced = joined.translate(_BLANK_TO_SPACE)
+    if spaced == joined:
+        return [value.partition(" #")[0].rstrip() for value in values]
+    return [
+        value[: len(blanked.partition(" #")[0])].rstrip()
+        for value, blanked in zip(values, spaced.split(separator), strict=True)
+    ]
 
 
 def _whole_quoted(joined: str, quote: str, separator: str) -> tuple[str, str] | None:
