@@ -194,22 +194,28 @@ def _read_in_bulk(text: str) -> DotenvBindings | None:
 
     A text of many lines is read all at once: first its lines as they are; then, if a quote may hold a
     line break, with quoted line breaks set aside (all at once, else line by line); then its lines as they
-    are, line by line. A text of a few lines is read line by line (quoted line breaks set aside when a
-    quote is found open at the end of its line).
+    are, line by line. (When fewer ``=`` than line breaks, and a quote, hint at values going on past their
+    line, it is first read all at once with quoted line breaks set aside.) A text of a few lines is read
+    line by line (quoted line breaks set aside when a quote is found open at the end of its line).
     """
     marks = _absent_characters(text)
     if marks is None:
         return None
     separator, lf_mark, cr_mark, spare = marks
     normalized, lines_are = _normalize_breaks(text)
-    if normalized.count("\n") >= _FEW_LINES:
+    breaks = normalized.count("\n")
+    if breaks >= _FEW_LINES:
+        if normalized.count("=") < breaks and ('"' in text or "'" in text):
+            read = _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare, by_line=False)
+            if read is not None:
+                return read
         try:
             read = _read_lines(normalized, None, lines_are, separator, marks="", spare=spare, by_line=False)
         except _UnsureError:
             read = None
         if read is not None:
             return read
-        read = _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare)
+        read = _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare, by_line=True)
         if read is not None:
             return read
         try:
@@ -219,17 +225,17 @@ def _read_in_bulk(text: str) -> DotenvBindings | None:
     try:
         return _read_lines(normalized, None, lines_are, separator, marks="", spare=spare, by_line=True)
     except _MultiLineError:
-        return _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare)
+        return _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare, by_line=True)
     except _UnsureError:
         return None
 
 
 def _read_joined(
-    text: str, lines_are: int, separator: str, marks: tuple[str, str], spare: str
+    text: str, lines_are: int, separator: str, marks: tuple[str, str], spare: str, *, by_line: bool
 ) -> DotenvBindings | None:
-    """Read ``text`` with its quoted line breaks set aside (all at once, else line by line); None if no
-    quote holds a line break, or the guess of what is quoted was wrong, or the bulk path does not vouch for
-    the text."""
+    """Read ``text`` with its quoted line breaks set aside (all at once, else line by line if ``by_line``);
+    None if no quote holds a line break, or the guess of what is quoted was wrong, or the bulk path does not
+    vouch for the text."""
     lf_mark, cr_mark = marks
     joined = _set_quoted_breaks_aside(text, separator, lf_mark, cr_mark)
     if joined is None:
@@ -243,10 +249,9 @@ def _read_joined(
     def count_lines() -> list[int]:
         return _line_numbers(joined.split("\n"), lf_mark, cr)
 
-    numbers = count_lines if lines_are == _PLAIN else count_lines()
     try:
         return _read_lines(
-            joined, numbers, lines_are, separator, marks=lf_mark + cr, spare=spare, by_line=True
+            joined, count_lines, lines_are, separator, marks=lf_mark + cr, spare=spare, by_line=by_line
         )
     except _UnsureError:
         return None  # a quote in a comment or an unquoted value threw the guess off
@@ -320,18 +325,20 @@ def _read_lines(
     by_line: bool,
 ) -> DotenvBindings | None:
     """Read the bindings of ``text`` (every line break ``\\n``, every line a whole binding, a comment or
-    blank; ``numbers``: each line's number, or what counts them (only for _PLAIN lines), None for 1, 2,
-    ...; ``lines_are``: see _normalize_breaks): in bulk where every binding has a shape
-    :func:`_bulk_bindings` reads, else line by line (``by_line``; else None)."""
+    blank; ``numbers``: each line's number, or what counts them, None for 1, 2, ...; ``lines_are``: see
+    _normalize_breaks): in bulk where every binding has a shape :func:`_bulk_bindings` reads, else line by
+    line (``by_line``; else None). The line numbers are counted only if asked for."""
     kept_numbers: Sequence[int] | Callable[[], Sequence[int]]
     if lines_are != _PLAIN:
-        lines, line_numbers = _lines_but_long_blank_runs(text, numbers() if callable(numbers) else numbers)
+        lines = _lines_but_long_blank_runs(text, None)[0]
         if lines_are == _INDENTED:
             lines = list(map(str.lstrip, lines))
         kept_lines = [line for line in lines if line and not "#" <= line < "$"]
+        all_text, all_numbers = text, numbers
 
         def kept_numbers() -> Sequence[int]:  # counted only if asked for
-            return _kept_numbers(lines, line_numbers, kept_lines)
+            numbered = all_numbers() if callable(all_numbers) else all_numbers
+            return _kept_numbers(lines, _lines_but_long_blank_runs(all_text, numbered)[1], kept_lines)
 
         text = "\n".join(kept_lines)
         if marks and _count_marks(text, marks) != _count_marks("".join(lines), marks):

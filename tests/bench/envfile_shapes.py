@@ -46,6 +46,18 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "multi-line quoted values": lambda size: _repeat_lines(size, lambda i: f'A{i}="\n"'),
     "quoted keys": lambda size: _repeat_lines(size, lambda i: f"'A{i}'=1"),
     "lone CR line ends": lambda size: _repeat_lines(size, lambda i: f"A{i}=1\r"),
+    # Many short bindings of the other shapes a reader must take apart (the ones above are one each).
+    "lone CR line ends and in quoted values": lambda size: _repeat_lines(
+        size, lambda i: f"A{i}='\r'\rB{i}=2"
+    ),
+    "export before every key": lambda size: _repeat_lines(size, lambda i: f"export A{i}=1"),
+    "indented bindings": lambda size: _repeat_lines(size, lambda i: f"  A{i}=1"),
+    "inline comments": lambda size: _repeat_lines(size, lambda i: f"A{i}=1 # c"),
+    "a comment after every quoted value": lambda size: _repeat_lines(size, lambda i: f'A{i}="x" # c'),
+    "an escaped quote in every value": lambda size: _repeat_lines(size, lambda i: f'A{i}="\\""'),
+    "a blank line after every binding": lambda size: _repeat_lines(size, lambda i: f"A{i}=1\n"),
+    "a comment line between multi-line values": lambda size: _repeat_lines(size, lambda i: f'#\nA{i}="\n"'),
+    "values holding '='": lambda size: _repeat_lines(size, lambda i: f"A{i}=x=y"),
 }
 
 

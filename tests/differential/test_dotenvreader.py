@@ -9,13 +9,16 @@ tokens that steer python-dotenv's grammar. Everything the producer's writer emit
 from __future__ import annotations
 
 import io
+import sys
+from pathlib import Path
 
 import pytest
 from dotenv.parser import parse_stream
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hook.dotenvreader import BLANKS, DotenvSyntaxError, parse_dotenv
+import hook.dotenvreader
+from hook.dotenvreader import BLANKS, DotenvSyntaxError, parse_dotenv, read_dotenv
 from hook.producer import build_env_file
 
 Pairs = list[tuple[str, str | None]] | None
@@ -360,3 +363,41 @@ def test_syntax_error_line(text: str, line: int) -> None:
     with pytest.raises(DotenvSyntaxError, match=rf"^not a valid dotenv line \(line {line}\)$") as err:
         parse_dotenv(text)
     assert err.value.line == line
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from envfile_shapes import SHAPES  # noqa: E402  (tests/bench is not a package)
+
+sys.path.pop(0)
+
+
+@pytest.mark.parametrize("shape", [pytest.param(name, id=name) for name in SHAPES])
+def test_worst_shape_small(shape: str) -> None:
+    """Each worst shape of the benchmark, 2 KB of it: same bindings as python-dotenv."""
+    text = SHAPES[shape](2048)
+    assert ours(text) == reference(text)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [pytest.param(name, id=name) for name, build in SHAPES.items() if len(reference(build(2048)) or ()) > 16],
+)
+def test_worst_shape_read_all_at_once(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worst shape of many bindings, at 64 KiB, is read all at once: neither line by line nor by the
+    binding-by-binding reader (each costs a microsecond or more a line, what the bench holds to 2.5 times
+    the interpreter's start), and its line numbers are the keys' own lines."""
+
+    def not_here(*_: object) -> None:
+        raise AssertionError("read line by line")
+
+    monkeypatch.setattr(hook.dotenvreader, "_line_binding", not_here)
+    monkeypatch.setattr(hook.dotenvreader, "_Reader", not_here)
+    text = SHAPES[shape](65536)
+    read = read_dotenv(text)
+    assert read.all_set
+    assert len(read.keys) == len(read.values) == len(read.lines) > 16
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    assert all(
+        lines[number - 1].lstrip().removeprefix("export ").lstrip("'").startswith(key[:1])
+        for key, number in zip(read.keys, read.lines, strict=True)
+    )
