@@ -451,9 +451,10 @@ def _bulk_bindings(
         pieces = text.replace("=", "\n").split("\n")
         keys, values = pieces[0::2], pieces[1::2]
     else:
-        keys, cuts, values = zip(*map(str.partition, text.split("\n"), ("=",) * count), strict=True)
-        if "" in cuts:
+        parts = [line.partition("=") for line in text.split("\n")]
+        if "" in [part[1] for part in parts]:
             return None
+        keys, values = [part[0] for part in parts], [part[2] for part in parts]
     bulk_keys = _bulk_keys(keys, separator, marks)
     if bulk_keys is None:
         return None
