@@ -6,39 +6,45 @@ python-dotenv, which stays the reference and the writer's format). Where python-
 binding, this reader stops with :class:`DotenvSyntaxError`: the env file is then refused as a whole.
 
 Linear time with a small constant, whatever the input (python-dotenv's own regular expressions backtrack
-quadratically on long blank runs). Two readers share the work, both made of ``str`` methods (C loops):
+quadratically on long blank runs). Two readers share the work, both made of ``str`` methods (C loops).
 
-The bulk path reads most files, a fixed number of whole-text passes and no Python loop per character:
+**The bulk path** reads almost every file that is valid, in a fixed number of passes over the whole text
+(and, for a file of many bindings, a few list comprehensions of one step per line; never a Python loop
+per character):
 
-1. Every line break (``\\r\\n``, ``\\r``) becomes ``\\n``.
-2. A file of many lines is first read all at once (step 5). If that fails and a quote may hold a line
-   break, quoted line breaks are set aside: the text is split at one kind of quote, then the other, every
-   second piece taken as quoted, and the line breaks in those pieces replaced by marks (characters the
-   text does not hold), so that every binding is one line; each line's number is counted from the marks
-   before it. That split is a guess (a quote in a comment, in an unquoted value, or escaped, throws it
-   off), so a mark is accepted only inside a quoted key or value of its line; anywhere else, the guess is
-   dropped.
-3. Blank lines and comment lines are dropped in one list comprehension that keeps each line's number
-   (a run of 32 or more blank lines is skipped in a few slices).
-4. A file of few lines, or one step 5 does not read, is read line by line: each line with a handful of
-   slices and searches (a quote left open at the end of its line sends it to step 2 instead).
-5. All at once: the lines are cut at their first ``=`` (one ``replace`` and ``split`` when every line
-   holds exactly one, which ``translate`` checks by keeping only the ``=`` and the line breaks of an ASCII
-   text); the keys are joined into one text, and so are the values. Keys must be plain (no whitespace,
-   ``#`` or mark; blanks and ``export`` around them stripped) or whole ``'quoted keys'``; values plain
-   (no ``#`` that could start a comment) or whole quoted values, one kind of quote per file. "Whole" is
-   checked by counting: split at the quote, every quoted piece must hold no separator, and as many quotes
-   must open a piece as close one. Escapes are decoded, and marks turned back into line breaks, in the
-   joined text; then one ``split`` gives the keys, and one the values.
+1. Every line break (``\\r\\n``, ``\\r``) becomes ``\\n``. One-character searches decide whether a line
+   may be blank, a comment or indented (the two-character search follows only where it could succeed).
+2. Quoted line breaks are set aside where a quote may hold one: the text is split at one kind of quote,
+   then the other, every second piece taken as quoted, and the line breaks in those pieces replaced by
+   marks (characters the text does not hold), so that every binding is one line. That split is a guess (a
+   quote in a comment, in an unquoted value, or escaped, throws it off), so a mark is accepted only inside
+   a quoted key or value of its line (a comment line holding one drops the guess too).
+   A file of many lines tries this first when it has fewer ``=`` than line breaks, else after step 4.
+3. Blank lines and comment lines are dropped in one list comprehension (a run of 32 or more blank lines
+   is skipped in a few slices). Line numbers are counted only if asked for (the hook asks only to name a
+   line it refuses): from the marks of each line, or with ``list.index`` when few lines are kept.
+4. A file of 16 lines or more (blank and comment lines aside) is read all at once. The lines are cut at
+   their first ``=`` (one ``replace`` and ``split`` when every line holds exactly one, which ``translate``
+   checks by keeping only the ``=`` and the line breaks of an ASCII text; else a ``partition`` per line).
+   The keys are joined into one text and checked: plain (no whitespace, ``#`` or mark, once blanks and
+   ``export`` around them are stripped) or whole ``'quoted keys'``. So are the values: plain, or whole
+   quoted values with one kind of quote per file, an inline comment cut (one ``partition`` per value)
+   where they do not read as they stand.
+   "Whole" is checked by counting: every quote must pair up within one value (on a ``translate`` skeleton
+   of quotes, separators and marks for an ASCII text, else by splitting at the quote), and as many quotes
+   must open a value as close one. Escaped backslashes and quotes are set aside before the quotes are
+   counted; escapes are decoded and marks turned back into line breaks in the joined text; one ``split``
+   then gives the keys, and one the values.
+5. A file of fewer lines, or one that step 4 does not read, is read line by line: each line with a
+   handful of slices and searches (a quote left open at the end of its line sends it to step 2).
 
-The bulk path vouches only for what it reads this way. The binding-by-binding reader (:class:`_Reader`)
-reads the rest: every text with a syntax error (it names the line), and a text whose quoted line breaks
-the guess of step 2 got wrong. It reads binding by binding, each line sliced a bounded number of times;
-the next line break is searched forward from where the last search stopped; a run of whitespace is skipped
-in chunks that double in size; the closing quote of a value (which may span lines) is found in windows
-that double in size; cutting an inline comment (``\\s+#.*`` in python-dotenv) is one search for a blank
-before ``#``. Linear on every input, it costs one to three microseconds a binding; step 4 about one, and
-step 5 a tenth.
+**The binding-by-binding reader** (:class:`_Reader`) reads the rest: every text with a syntax error (it
+names the line), and a text whose quoted line breaks the guess of step 2 got wrong. It reads binding by
+binding, each line sliced a bounded number of times; the next line break is searched forward from where
+the last search stopped; a run of whitespace is skipped in chunks that double in size; the closing quote
+of a value (which may span lines) is found in windows that double in size; cutting an inline comment
+(``\\s+#.*`` in python-dotenv) is one search for a blank before ``#``. Linear on every input, it costs one
+to three microseconds a binding here; step 5 under a microsecond a line, and step 4 a few tenths of one.
 
 The grammar, per binding (python-dotenv 1.x):
 
