@@ -338,9 +338,10 @@ def merge_env(entries: list[str], values: dict[str, str]) -> list[str]:
             continue
         merged.append(entry)
     if placed:
-        merged += [f"{name}={value}" for name, value in values.items() if name not in placed]
-    else:
-        merged += map("=".join, values.items())  # (no Python step per variable)
+        values = values.copy()
+        for name in placed:
+            del values[name]
+    merged += map("=".join, values.items())  # (no Python step per variable)
     return merged
 
 

@@ -51,7 +51,8 @@ def resolve_request(
     legacy = is_legacy_image(env)
     capabilities = resolve_capabilities(env, settings.supported_capabilities, legacy=legacy)
     requirements: list[str] = []
-    if legacy or any(name.startswith(envvars.NVIDIA_REQUIRE_PREFIX) for name in env):
+    # (map, not a generator: an env file can bring thousands of names, and this runs for each)
+    if legacy or any(map(str.startswith, env, [envvars.NVIDIA_REQUIRE_PREFIX] * len(env))):
         from hook.requirements import resolve_requirements  # only for an image that states a requirement
 
         requirements = resolve_requirements(env, legacy=legacy)
