@@ -90,10 +90,9 @@ _SINGLE_QUOTE_ESCAPES = (("\\'", "'"),)
 _FIRST_WINDOW = 64
 _QUOTES = ("'", '"')
 _FEW_LINES = 16  # a text of fewer lines is read line by line
-_PLAIN, _SKIPPED, _INDENTED = 0, 1, 2  # what the lines of a text may be: see _normalize_breaks
+_PLAIN, _BLANK, _SKIPPED, _INDENTED = 0, 1, 2, 3  # what the lines of a text may be: see _normalize_breaks
 _LONG_BLANK_RUN = "\n" * 32  # blank lines in a run this long are skipped in bulk
 _INDENTS = (" ", "\t")
-_SKIPPED_FIRST = ("", "#")  # a text starting so may start with a blank line or a comment
 _ASCII = bytes(range(128)).decode()
 _KEEP_TABLES: dict[str, dict[int, int | None]] = {}  # translate tables keeping a few characters (see below)
 _ONLY_EQUALS_AND_BREAKS = str.maketrans("", "", bytes(range(128)).decode().replace("=", "").replace("\n", ""))
@@ -276,14 +275,16 @@ def _absent_characters(text: str) -> tuple[str, str, str, str] | None:
 
 def _normalize_breaks(text: str) -> tuple[str, int]:
     """``text`` with every line break (``\\r\\n``, ``\\n``, ``\\r``) made ``\\n``, and what its lines may
-    be: _PLAIN (neither blank nor a comment), _SKIPPED (some may be), _INDENTED (and some start with a
-    space or a tab)."""
+    be: _PLAIN (neither blank nor a comment), _BLANK (some may be blank, none a comment), _SKIPPED (some
+    may be either), _INDENTED (and some start with a space or a tab)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if text[:1] in _INDENTS or (" " in text and "\n " in text) or ("\t" in text and "\n\t" in text):
         return text, _INDENTED  # (a two-character search only where its second character is found at all)
-    if text[:1] in _SKIPPED_FIRST or "\n\n" in text or ("#" in text and "\n#" in text):
+    if text[:1] == "#" or ("#" in text and "\n#" in text):
         return text, _SKIPPED
+    if not text or text[0] == "\n" or "\n\n" in text:
+        return text, _BLANK
     return text, _PLAIN
 
 
@@ -339,7 +340,10 @@ def _read_lines(
         lines = _lines_but_long_blank_runs(text, None)[0]
         if lines_are == _INDENTED:
             lines = list(map(str.lstrip, lines))
-        kept_lines = [line for line in lines if line and not "#" <= line < "$"]
+        if lines_are == _BLANK:
+            kept_lines = list(filter(None, lines))  # (C drops the empty lines)
+        else:
+            kept_lines = [line for line in lines if line and not "#" <= line < "$"]
         all_text, all_numbers = text, numbers
 
         def kept_numbers() -> Sequence[int]:  # counted only if asked for
