@@ -9,7 +9,9 @@ per-pair ratios shim / runc:
   ``delete`` of a real (created, never started) busybox container — target <= 1.3: no Python there;
 * ``create`` through the shim of a container that names an env file (merged into config.json, our prestart
   hook added and run, the cli being /bin/true) against plain ``runc create`` of the same bundle: the
-  container's creation end to end, reported without a target.
+  container's creation end to end, reported without a target;
+* for reference, ``/bin/sh -c 'exec runc --version'`` against ``runc --version``: what any script in front
+  of the runtime costs (the node's ``sh`` starting), the floor of the wrapper's own figure.
 
 Needs root (runc creates real containers). ``delete`` and ``create`` get a fresh container (or none) before
 each run, outside the timed part.
@@ -134,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
             result = compare(case.name, shim, alone, runs=args.runs, warmup=args.warmup, target=case.target)
             results.append(result)
             print(format_row(result), flush=True)
+        # The floor of any script in front of the runtime: the node's /bin/sh doing nothing but exec it.
+        sh_floor = Command(argv=["/bin/sh", "-c", 'exec "$0" --version', RUNC], env=engine_env)
+        alone = Command(argv=[RUNC, "--version"], env=engine_env)
+        reference = compare("reference: /bin/sh -c 'exec runc --version'", sh_floor, alone, runs=args.runs,
+                            warmup=args.warmup, target=None)  # fmt: skip
+        print(format_row(reference), flush=True)
         call = ["--root", str(state_root), "create", "--bundle", str(with_file), "bench-create"]
         check_create(installed, call, with_file, pristine, engine_env)
         shim = Command(
