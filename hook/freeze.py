@@ -1,10 +1,12 @@
-"""Write ``<lib>/hook.frozen``: the stages' modules precompiled into one file that ``hook.frozen`` serves.
+"""Write ``<lib>/hook.frozen``: the stages' modules precompiled into one file that the package's finder serves
+(``hook.install_finder``, in ``hook/__init__.py``).
 
 ``install`` runs ``write_blob`` with the node's interpreter (``python -I -S -B``), from the version
 directory it is building, after ``compileall``: the code is that interpreter's, compiled as ``compileall``
-compiles it, each file named by its node path (``-d``), so tracebacks name the node's files.
+compiles it but without docstrings and without the runtime import of ``__future__`` (``compile_lean``),
+each file named by its node path (``-d``), so tracebacks name the node's files and lines.
 
-The file: ``hook.frozen.header()`` (format, bytecode magic number, optimization level), the length of the
+The file: ``hook.header()`` (format, bytecode magic number, optimization level), the length of the
 table (4 bytes, little-endian), the table (marshal: ``{module: (source path relative to lib, source mtime
 in ns, source size, .pyc path relative to lib, start, end)}``), then each module's marshalled code object
 at ``start:end`` of what follows the table.
@@ -16,7 +18,11 @@ import marshal
 import posix
 from importlib.util import cache_from_source
 
-from hook.frozen import BLOB, header
+from hook import BLOB, header
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType
 
 # The package's plain modules that the stages load: the union of the module sets tests/test_import_guard.py
 # pins for the hot-path cases (test_frozen_modules_are_the_hot_path there ties the two together).
@@ -76,13 +82,52 @@ def build_blob(lib: str, node_lib: str, modules: tuple[str, ...] = MODULES) -> b
             posix.close(fd)
         if len(source) != found.st_size:
             continue
-        code = marshal.dumps(compile(source, node_lib + "/" + relative, "exec", dont_inherit=True))
+        code = marshal.dumps(compile_lean(source, node_lib + "/" + relative))
         cached = cache_from_source(relative)
         table[name] = (relative, found.st_mtime_ns, found.st_size, cached, end, end + len(code))
         codes.append(code)
         end += len(code)
     index = marshal.dumps(table)
     return header() + len(index).to_bytes(4, "little") + index + b"".join(codes)
+
+
+def compile_lean(source: bytes, filename: str) -> CodeType:
+    """Compile a module as ``compileall`` does, less what costs every start and serves none: no docstrings
+    (nothing on the stages' path reads one; each is a string to unmarshal) and no runtime import of
+    ``__future__`` (``from __future__ import annotations`` becomes the compiler flag it stands for, so the
+    annotations are the same strings, without loading the ``__future__`` module). Line numbers are the
+    source's: a traceback shows the node file's lines."""
+    import __future__
+
+    import ast
+
+    tree = ast.parse(source, filename)
+    flags = 0
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                flags |= getattr(__future__, alias.name).compiler_flag
+            continue
+        body.append(node)
+    tree.body = body
+    scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for scope in ast.walk(tree):
+        if isinstance(scope, scopes) and scope.body and _is_docstring(first := scope.body[0]):
+            scope.body = scope.body[1:] or [ast.Pass(lineno=first.lineno, col_offset=first.col_offset)]
+    code: CodeType = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+    return code
+
+
+def _is_docstring(statement: object) -> bool:
+    """Tell whether a body's first statement is a docstring (a bare string constant)."""
+    import ast
+
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
 
 
 def write_blob(lib: str, node_lib: str) -> None:

@@ -10,16 +10,19 @@ JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -X utf8 -c
 * ``-X utf8``: file names are UTF-8 bytes to the kernel under any locale (``C``, ``POSIX``, an ISO-8859
   one, none), as in config.json, whose paths are UTF-8 JSON text.
 
-The code puts the package's directory first on ``sys.path``, installs the finder that serves the
-directory's precompiled hot-path modules (``hook.frozen``: it does nothing where there are none, and a
-package from before it, say after a rollback of ``current``, runs without it) and calls the entry's
-``main``. For an installed tree (``/opt/gpu-env-hook``) the directory is read through the ``current``
-symlink once, at start, so that one process runs one version even if ``install`` switches ``current``
-meanwhile. A failure to load the package is one line on stderr and exit status 1, never a traceback. When
-``main`` returns, the process ends without the interpreter's finalization (``FINISH``).
+The code puts the package's directory first on ``sys.path`` and hands over to ``hook.run`` (in the
+package's ``__init__``), which installs the finder that serves the directory's precompiled hot-path
+modules (it does nothing where there are none), imports the entry, calls its ``main`` and ends the
+process. The code is compiled from source on every start (about 10 us a line here), so it does no more
+than that; a package from before ``hook.run`` (say after a rollback of ``current``) runs its entry's
+``main`` the usual way. For an installed tree (``/opt/gpu-env-hook``) the directory is read through the
+``current`` symlink once, at start, so that one process runs one version even if ``install`` switches
+``current`` meanwhile. A failure to load the package is one line on stderr and exit status 1, never a
+traceback. When ``main`` returns, the process ends without the interpreter's finalization
+(``hook.finish``).
 
-The code uses only builtin modules (``sys``, ``posix``, ``atexit``: ``os`` is not loaded by ``python -I -S``
-and the hot path does without it). This module imports nothing: the shim imports it on the create path.
+The code uses only builtin modules (``sys``, ``posix``: ``os`` is not loaded by ``python -I -S`` and the
+hot path does without it). This module imports nothing: the shim imports it on the create path.
 """
 
 from __future__ import annotations
@@ -28,25 +31,6 @@ PYTHON_FLAGS = ("-I", "-S", "-X", "utf8")
 # The first line of every launch code: how the shim recognises a hook entry that already is ours.
 CODE_MARK = "# gpu-env-hook launch"
 CURRENT = "current"
-# How the process ends: like a C program, with no interpreter finalization. Tearing the interpreter down
-# (freeing every object and module) takes about as long as a sixth of its start, and a stage has nothing to
-# clean up: its files are closed by their with-blocks, it starts no thread and registers no exit handler.
-# So once ``main`` returns an exit status, stdout and stderr are flushed and the process exits at once. If
-# an exit handler was registered or a thread still runs (a command for people may bring either), or a flush
-# fails, the interpreter ends as usual and reports it. A stage that execs the cli never gets here.
-FINISH = (
-    "import atexit\n"
-    'threading = sys.modules.get("threading")\n'
-    "alone = threading is None or threading.active_count() == 1\n"
-    "if type(code) is int and not atexit._ncallbacks() and alone:\n"
-    "    try:\n"
-    "        sys.stdout.flush()\n"
-    "        sys.stderr.flush()\n"
-    "    except BaseException:\n"
-    "        raise SystemExit(code) from None\n"
-    "    posix._exit(code)\n"
-    "raise SystemExit(code)\n"
-)
 LIB = "lib"
 
 
@@ -74,22 +58,20 @@ def build_code(
     return (
         f"{CODE_MARK}\n"
         "import sys\n"
+        f"failed = {literal(prog + ': cannot load gpu-env-hook from ' + where + ': ')}\n"
         "try:\n"
         "    import posix\n"
         f"{find}"
         "    sys.path[:0] = [lib]\n"
         "    try:\n"
-        "        from hook.frozen import install_finder\n"
-        "        install_finder(lib)\n"
-        "    except ImportError:\n"
-        "        pass\n"
-        f"    from {entry} import main\n"
+        "        from hook import run\n"
+        "    except ImportError:  # a package from before hook.run\n"
+        f"        from {entry} import main\n"
+        "        run = lambda *_, **call: sys.exit(main(**call))\n"
         "except Exception as err:\n"
-        f"    sys.stderr.write({literal(prog + ': cannot load gpu-env-hook from ' + where + ': ')} "
-        '+ " ".join(str(err).split()) + "\\n")\n'
+        '    sys.stderr.write(failed + " ".join(str(err).split()) + "\\n")\n'
         "    raise SystemExit(1)\n"
-        f"code = main({call})\n"
-        f"{FINISH}"
+        f"run(lib, {literal(entry)}, failed{', ' + call if call else ''})\n"
     )
 
 

@@ -7,7 +7,7 @@ for another Python must not break a node). So ``install`` copies the package int
     /opt/gpu-env-hook/
         0.1.0-1a2b3c4d5e6f/          one version: <package version>-<digest of its files>
             lib/hook/...             the package (pure Python: no site-packages, no dependency needed)
-            lib/hook.frozen          the stages' modules precompiled in one file (``hook.frozen``)
+            lib/hook.frozen          the stages' modules precompiled in one file (served by ``hook``)
             .gpu-env-hook-tree       what this directory is (only such directories are ever removed)
         current -> 0.1.0-1a2b3c4d5e6f
 
@@ -20,8 +20,9 @@ from it); older ones are removed. Nothing else in the directory (a DaemonSet's i
 
 When the interpreter the engines run is there at install, it byte-compiles the new version (``compileall``
 with the node paths as file names) and then writes ``lib/hook.frozen`` from it, before the rename: the
-modules a container start imports, served by one finder from one file (``hook.frozen``). Without it (an
-interpreter that is not there yet), neither is written: the first start compiles, imports go the usual way.
+modules a container start imports, served by one finder from one file (``hook.install_finder``). Without
+it (an interpreter that is not there yet), neither is written: the first start compiles, imports go the
+usual way.
 
 The hot path imports only the standard library (``tests/test_import_guard.py``); ``RUNTIME_DEPENDENCIES``
 names the third-party top-level packages a container start may still need, copied beside ``hook``: PyYAML,
@@ -218,9 +219,9 @@ def _compile(python: str, lib: str, node_lib: str, top: int) -> bool:
 
 
 def _freeze(python: str, lib: str, node_lib: str, top: int) -> bool:
-    """Write ``<lib>/hook.frozen`` (``hook.frozen``: the hot-path modules in one file) with the interpreter
-    the engines run, from the version's own package; a failure only leaves the modules to the usual
-    imports. Return whether it succeeded."""
+    """Write ``<lib>/hook.frozen`` (the hot-path modules in one file, served by ``hook.install_finder``)
+    with the interpreter the engines run, from the version's own package; a failure only leaves the
+    modules to the usual imports. Return whether it succeeded."""
     return _run_node_python(python, ["-B", "-c", _FREEZE_CODE, lib, node_lib], top)
 
 

@@ -1,4 +1,4 @@
-"""The installed tree's precompiled hot-path modules (``lib/hook.frozen``, ``hook.frozen``), run as a node runs them.
+"""The installed tree's precompiled hot-path modules (``lib/hook.frozen``, served by the finder in ``hook/__init__.py``), run as a node runs them.
 
 Each test installs into a scratch ``--root`` whose interpreter is beneath the root (a venv with a copy of
 the base interpreter at ``/opt/gpu-env-hook-test-python``), so ``install`` byte-compiles the tree and writes
@@ -23,9 +23,8 @@ import pytest
 from busybox import make_runc_bundle, unique_id
 from conftest import REPO, STANDIN_CLI
 
-from hook import paths
+from hook import BLOB, header, paths
 from hook.freeze import MODULES
-from hook.frozen import BLOB, header
 from hook.install import RUNTIME_ENTRY
 from hook.launch import PYTHON_FLAGS, build_code
 
@@ -234,21 +233,25 @@ def test_install_writes_the_blob_for_the_node_interpreter(node: FrozenNode) -> N
 @pytest.mark.parametrize("case", ["non-gpu", "nvidia-visible-devices", "env-file"])
 def test_hot_modules_come_from_the_blob(node: FrozenNode, case: str) -> None:
     """The installed hook loads the package's hot-path modules through the blob's finder, and exactly the
-    modules it loads without the blob (the package itself and the standard library the usual way)."""
+    modules it loads without the blob (the package itself and the standard library the usual way), less
+    ``__future__``: the blob's code has ``from __future__ import annotations`` as a compiler flag."""
     bundle = node.case(case)
     with_blob = node.modules(bundle)
     locations = node.locations
     node.without_blob()
     without = node.modules(bundle)
+    assert "__future__" not in with_blob
+    without.pop("__future__")
+    node.locations.pop("__future__")
     assert sorted(with_blob) == sorted(without)
     assert locations == node.locations  # __file__ and __cached__ as the file loader sets them
-    hook_modules = {name for name in with_blob if name.startswith("hook.") and name != "hook.frozen"}
+    hook_modules = {name for name in with_blob if name.startswith("hook.")}
     assert served(with_blob) == hook_modules
     assert hook_modules <= set(MODULES)
     assert {"hook.__main__", "hook.prestart", "hook.paths"} <= hook_modules
     assert served(without) == set()
     assert {without[name] for name in hook_modules} == {"SourceFileLoader"}
-    assert with_blob["hook"] == with_blob["hook.frozen"] == "SourceFileLoader"
+    assert with_blob["hook"] == "SourceFileLoader"  # the package itself, and its finder, load as usual
     assert {k: v for k, v in with_blob.items() if k not in hook_modules} == {
         k: v for k, v in without.items() if k not in hook_modules
     }
@@ -390,7 +393,7 @@ def test_the_shim_create_path_uses_the_blob(node: FrozenNode) -> None:
     assert recorded.returncode == 0, recorded.stderr
     modules = node.recorded()
     assert {"hook.shim", "hook.specenv", "hook.handoff", "hook.launch"} <= served(modules)
-    assert served(modules) == {name for name in modules if name.startswith("hook.") and name != "hook.frozen"}
+    assert served(modules) == {name for name in modules if name.startswith("hook.")}
     (bundle / "config.json").write_bytes(spec)
     wrapper = str(node.root / paths.runtime_wrapper("podman").lstrip("/"))
     try:

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from hook import paths
-from hook.frozen import BLOB, header
+from hook import BLOB, header, paths
 from hook.install import (
     HOOK_ENTRY,
     InstallError,
@@ -694,7 +693,7 @@ def test_tree_is_byte_compiled_by_the_node_interpreter(node: Path) -> None:
     (version,) = [path for path in (node / "opt/gpu-env-hook").iterdir() if path.name != "current"]
     compiled = list((version / "lib/hook/__pycache__").glob("shim.*.pyc"))
     assert compiled, sorted(p.name for p in (version / "lib/hook").iterdir())
-    # and the stages' modules precompiled into one file for that interpreter (hook.frozen)
+    # and the stages' modules precompiled into one file for that interpreter (lib/hook.frozen)
     assert (version / "lib" / BLOB).read_bytes().startswith(header())
 
 

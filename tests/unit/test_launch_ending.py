@@ -1,7 +1,9 @@
-"""The launch code's ending: no interpreter finalization once ``main`` returns, unless something needs it.
+"""How a launched process ends (``hook.finish``): no interpreter finalization once ``main`` returns,
+unless something needs it; and the launch code's fallback for a package from before ``hook.run``.
 
-Each case runs the real launch code (``hook.launch.build_code``) in ``python -I -S -X utf8`` with a small
-entry module of its own on the ``lib`` path, and looks at what the process printed and how it exited.
+Each case runs the real launch code (``hook.launch.build_code``) in ``python -I -S -X utf8`` with a ``lib``
+directory holding the package (a link to this checkout's) and a small entry module of its own, and looks
+at what the process printed and how it exited.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from hook.launch import PYTHON_FLAGS, build_code
 
@@ -24,12 +27,19 @@ WITNESS = Witness()
 """
 
 
+def make_lib(tmp_path: Path, package: Path = REPO / "hook") -> Path:
+    """A ``lib`` directory holding ``package`` as ``hook`` (a link)."""
+    lib = tmp_path / "lib"
+    lib.mkdir(exist_ok=True)
+    (lib / "hook").symlink_to(package)
+    return lib
+
+
 def launch(
     tmp_path: Path, body: str, *, stdout: int | None = subprocess.PIPE
 ) -> subprocess.CompletedProcess[bytes]:
     """Run the launch code with ``entry.py`` (``FINALIZER`` + ``body``, which defines ``main``) on the path."""
-    lib = tmp_path / "lib"
-    lib.mkdir(exist_ok=True)
+    lib = make_lib(tmp_path)
     (lib / "entry.py").write_text(FINALIZER + body, encoding="utf-8")
     code = build_code("entry", "gpu-env-hook", lib=str(lib))
     return subprocess.run(
@@ -97,8 +107,7 @@ def test_system_exit_from_main_keeps_its_meaning(tmp_path: Path) -> None:
 def test_a_failed_flush_is_reported_as_python_reports_it(tmp_path: Path) -> None:
     """stdout's reader gone: the flush fails, and the interpreter's own ending reports it (status 120)."""
     body = "import sys\ndef main():\n    sys.stdout.write('x' * 100)\n    return 0\n"
-    lib = tmp_path / "lib"
-    lib.mkdir()
+    lib = make_lib(tmp_path)
     (lib / "entry.py").write_text(body, encoding="utf-8")
     code = build_code("entry", "gpu-env-hook", lib=str(lib))
     proc = subprocess.Popen(
@@ -111,3 +120,29 @@ def test_a_failed_flush_is_reported_as_python_reports_it(tmp_path: Path) -> None
     proc.stderr.close()
     assert proc.wait(timeout=30) == 120
     assert b"BrokenPipeError" in stderr
+
+
+def test_a_package_from_before_the_run_function_still_runs(tmp_path: Path) -> None:
+    """``current`` pointing back at a package without ``hook.run``: the entry runs, the usual ending."""
+    old = tmp_path / "old-hook"
+    old.mkdir()
+    (old / "__init__.py").write_text("", encoding="utf-8")
+    lib = make_lib(tmp_path, old)
+    (lib / "entry.py").write_text(FINALIZER + "def main():\n    return 5\n", encoding="utf-8")
+    code = build_code("entry", "gpu-env-hook", lib=str(lib))
+    proc = subprocess.run(
+        [sys.executable, *PYTHON_FLAGS, "-c", code], capture_output=True, timeout=30, check=False
+    )
+    assert (proc.returncode, proc.stderr) == (5, b"finalized\n")
+
+
+def test_an_entry_that_cannot_be_imported_is_one_line(tmp_path: Path) -> None:
+    """The entry's import fails: the one line naming where the package was looked for, and status 1."""
+    lib = make_lib(tmp_path)
+    (lib / "entry.py").write_text("raise ImportError('broken\\nentry')\n", encoding="utf-8")
+    code = build_code("entry", "gpu-env-hook", lib=str(lib))
+    proc = subprocess.run(
+        [sys.executable, *PYTHON_FLAGS, "-c", code], capture_output=True, timeout=30, check=False
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == f"gpu-env-hook: cannot load gpu-env-hook from {lib}: broken entry\n".encode()

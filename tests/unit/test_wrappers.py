@@ -159,7 +159,7 @@ def test_each_engines_wrapper_carries_its_engine_and_its_runtime(tmp_path: Path,
     ran, args, env = run(wrapper, ["create", "--bundle", "/b", "id"], {"GPU_ENV_HOOK_ENGINE": "podman"})
     assert ran == "python"
     assert f"GPU_ENV_HOOK_ENGINE={engine}" in env.splitlines()
-    assert f"main(runtime={literal(runtime)})" in "\n".join(args)
+    assert f"failed, runtime={literal(runtime)})" in "\n".join(args)
     ran, args, env = run(wrapper, ["kill", "id", "9"])
     assert (ran, args) == (f"runtime-{engine}", ["kill", "id", "9"])
     assert "GPU_ENV_HOOK_ENGINE" not in env
