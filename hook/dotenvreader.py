@@ -462,9 +462,9 @@ def _bulk_bindings(
         keys, values = pieces[0::2], pieces[1::2]
     else:
         parts = [line.partition("=") for line in text.split("\n")]
-        if "" in [part[1] for part in parts]:
-            return None
         keys, values = [part[0] for part in parts], [part[2] for part in parts]
+        if len("".join(keys)) + len("".join(values)) + 2 * count - 1 != len(text):
+            return None  # a line without "=" (each line is its key, "=" and value, then a line break)
     bulk_keys = _bulk_keys(keys, separator, marks)
     if bulk_keys is None:
         return None
