@@ -25,7 +25,8 @@ per character):
    line it refuses): from the marks of each line, or with ``list.index`` when few lines are kept.
 4. A file of 16 lines or more (blank and comment lines aside) is read all at once. The lines are cut at
    their first ``=`` (one ``replace`` and ``split`` when every line holds exactly one, which ``translate``
-   checks by keeping only the ``=`` and the line breaks of an ASCII text; else a ``partition`` per line).
+   checks by keeping only the ``=`` and the line breaks of an ASCII text; else one ``replace(.., 1)`` per
+   line, mapped in C).
    The keys are joined into one text and checked: plain (no whitespace, ``#`` or mark, once blanks and
    ``export`` around them are stripped) or whole ``'quoted keys'``. So are the values: plain, or whole
    quoted values with one kind of quote per file, an inline comment cut (one ``partition`` per value)
@@ -448,7 +449,8 @@ def _bulk_bindings(
     once, or return None.
 
     The lines are cut at their first ``=`` (in one ``replace`` and ``split`` when every line holds exactly
-    one: ``translate`` keeps only the ``=`` and line breaks of an ASCII text, which must then alternate);
+    one: ``translate`` keeps only the ``=`` and line breaks of an ASCII text, which must then alternate;
+    else each line's first ``=`` is made a line break by a ``replace`` per line, mapped in C);
     the keys are joined into one text and so are the values, and each is checked and decoded as a whole:
     see :func:`_bulk_keys` and :func:`_bulk_values`.
     """
@@ -461,10 +463,11 @@ def _bulk_bindings(
         pieces = text.replace("=", "\n").split("\n")
         keys, values = pieces[0::2], pieces[1::2]
     else:
-        parts = [line.partition("=") for line in text.split("\n")]
-        keys, values = [part[0] for part in parts], [part[2] for part in parts]
-        if len("".join(keys)) + len("".join(values)) + 2 * count - 1 != len(text):
-            return None  # a line without "=" (each line is its key, "=" and value, then a line break)
+        cut = "\n".join(map(str.replace, text.split("\n"), ["="] * count, ["\n"] * count, [1] * count))
+        pieces = cut.split("\n")  # (each line's first "=" made a line break: key, value, key, value, ...)
+        if len(pieces) != 2 * count:
+            return None  # a line without "="
+        keys, values = pieces[0::2], pieces[1::2]
     bulk_keys = _bulk_keys(keys, separator, marks)
     if bulk_keys is None:
         return None
