@@ -94,9 +94,7 @@ _FEW_LINES = 16  # a text of fewer lines is read line by line
 _PLAIN, _BLANK, _SKIPPED, _INDENTED = 0, 1, 2, 3  # what the lines of a text may be: see _normalize_breaks
 _LONG_BLANK_RUN = "\n" * 32  # blank lines in a run this long are skipped in bulk
 _INDENTS = (" ", "\t")
-_ASCII = bytes(range(128)).decode()
 _KEEP_TABLES: dict[str, dict[int, int | None]] = {}  # translate tables keeping a few characters (see below)
-_ONLY_EQUALS_AND_BREAKS = str.maketrans("", "", bytes(range(128)).decode().replace("=", "").replace("\n", ""))
 # Characters that may join pieces of the text or stand in for quoted line breaks: the first three the text
 # does not hold are used (see _absent_characters).
 _MARK_CANDIDATES = (
@@ -187,11 +185,11 @@ def _columns(found: list[Binding]) -> DotenvBindings:
 
 class _UnsureError(Exception):
     """The bulk path cannot vouch for this text (a syntax error, or a shape it does not read): the
-    binding-by-binding reader reads it instead."""
+    binding-by-binding reader reads it instead. With the argument _OPEN_QUOTE: a quote is left open at the
+    end of its line, so quoted line breaks are to be set aside first."""
 
 
-class _MultiLineError(_UnsureError):
-    """A quoted key or value goes on past its line: read again with quoted line breaks set aside."""
+_OPEN_QUOTE = "a quote left open at the end of its line"
 
 
 def _read_in_bulk(text: str) -> DotenvBindings | None:
@@ -230,10 +228,10 @@ def _read_in_bulk(text: str) -> DotenvBindings | None:
             return None
     try:
         return _read_lines(normalized, None, lines_are, separator, marks="", spare=spare, by_line=True)
-    except _MultiLineError:
-        return _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare, by_line=True)
-    except _UnsureError:
-        return None
+    except _UnsureError as err:
+        if err.args != (_OPEN_QUOTE,):
+            return None
+    return _read_joined(text, lines_are, separator, (lf_mark, cr_mark), spare, by_line=True)
 
 
 def _read_joined(
@@ -459,7 +457,7 @@ def _bulk_bindings(
     equals = text.count("=")
     if equals < count:
         return None  # a line without "=" (a key alone, or a value going on past its line)
-    if equals == count and text.isascii() and f"{text}\n".translate(_ONLY_EQUALS_AND_BREAKS) == "=\n" * count:
+    if equals == count and text.isascii() and f"{text}\n".translate(_keep_table("=\n")) == "=\n" * count:
         pieces = text.replace("=", "\n").split("\n")
         keys, values = pieces[0::2], pieces[1::2]
     else:
@@ -644,11 +642,7 @@ def _whole_quoted_counted(joined: str, quote: str, separator: str, marks: str) -
     piece (first in it) as there are pairs, and as many close one (last in it): so each pair is a whole
     piece. A mark next to a separator, or at either end, is then outside every pair.
     """
-    table = _KEEP_TABLES.get(quote + separator + marks)
-    if table is None:
-        kept = quote + separator + marks
-        table = _KEEP_TABLES[kept] = str.maketrans("", "", "".join(c for c in _ASCII if c not in kept))
-    skeleton = joined.translate(table)
+    skeleton = joined.translate(_keep_table(quote + separator + marks))
     for mark in marks:
         if mark in skeleton and (
             separator + mark in skeleton
@@ -664,6 +658,15 @@ def _whole_quoted_counted(joined: str, quote: str, separator: str, marks: str) -
     opened = joined.count(separator + quote) + joined.startswith(quote)
     closed = joined.count(quote + separator) + joined.endswith(quote)
     return opened == closed == pairs
+
+
+def _keep_table(kept: str) -> dict[int, int | None]:
+    """A ``translate`` table deleting every ASCII character but ``kept`` (built once, on first use)."""
+    table = _KEEP_TABLES.get(kept)
+    if table is None:
+        others = "".join(char for char in map(chr, range(128)) if char not in kept)
+        table = _KEEP_TABLES[kept] = str.maketrans("", "", others)
+    return table
 
 
 def _has_whitespace(text: str) -> bool:
@@ -689,9 +692,9 @@ def _restore_breaks(text: str, marks: str) -> str:
 
 def _line_binding(line: str, marks: str) -> tuple[str, str | None] | None:
     """Read one line (a whole binding, a comment or blank; no line break): ``(key, value)``, or None for a
-    comment or a blank line. Raises _MultiLineError where a quote is not closed on the line (``marks``
-    empty: quoted line breaks not yet set aside), _UnsureError for anything else the bulk path does not
-    vouch for (a syntax error among them)."""
+    comment or a blank line. Raises _UnsureError(_OPEN_QUOTE) where a quote is not closed on the line
+    (``marks`` empty: quoted line breaks not yet set aside), _UnsureError for anything else the bulk path
+    does not vouch for (a syntax error among them)."""
     rest = line.lstrip()
     if rest.startswith("export") and rest[6:7].isspace():
         rest = rest[6:].lstrip()
@@ -704,7 +707,7 @@ def _line_binding(line: str, marks: str) -> tuple[str, str | None] | None:
     if rest[0] == "'":
         close = rest.find("'", 1)
         if close < 0:
-            raise _UnsureError if marks else _MultiLineError
+            raise _UnsureError if marks else _UnsureError(_OPEN_QUOTE)
         if close == 1:
             raise _UnsureError
         key = quoted = rest[1:close]
@@ -739,7 +742,7 @@ def _line_value(after: str, marks: str) -> tuple[str, str]:
     masked = body.replace("\\\\", "\0\0").replace("\\" + quote, "\0\0") if "\\" in body else body
     close = masked.find(quote)
     if close < 0:
-        raise _UnsureError if marks else _MultiLineError
+        raise _UnsureError if marks else _UnsureError(_OPEN_QUOTE)
     tail = body[close + 1 :].lstrip()
     if tail and tail[0] != "#":
         raise _UnsureError
