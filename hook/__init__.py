@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     # A module's entry (``hook.freeze`` writes them): its source's path relative to lib, mtime (ns) and
-    # size, its .pyc's path relative to lib (``__cached__``), where its code is.
+    # size, its .pyc's path relative to lib (``__cached__``), where its code is. An extension module's:
+    # its file name, mtime and size, "", the index of its sys.path entry counted from the end, and -1.
     Entry = tuple[str, int, int, str, int, int]
 else:
     Loader = object
@@ -86,10 +87,14 @@ class FrozenFinder(Loader):
             return None
         try:
             relative, mtime, size, cached, start, end = entry
-            source = self.lib + "/" + relative
+            # An extension module of the interpreter (end < 0) is in the sys.path entry ``start`` counts
+            # from the end (lib-dynload): found there at once, without listing that directory.
+            source = (sys.path[start] if end < 0 else self.lib) + "/" + relative
             found = posix.stat(source)
             if found.st_mtime_ns != mtime or found.st_size != size:
                 return None
+            if end < 0:
+                return _extension_spec(name, source)
             code = marshal.loads(posix.pread(self.fd, end - start, self.base + start))  # noqa: S302
             sys.modules["_imp"]._fix_co_filename(code, source)
         except Exception:  # noqa: BLE001 - an entry that cannot be served is imported the usual way
@@ -116,6 +121,14 @@ class FrozenFinder(Loader):
             return None
         with open(self.lib + "/" + entry[0], "rb") as fh:
             return decode_source(fh.read())
+
+
+def _extension_spec(name: str, path: str) -> "ModuleSpec":
+    """The spec the path finder would give for the extension module at ``path``."""
+    loader = sys.modules["_frozen_importlib_external"].ExtensionFileLoader(name, path)
+    spec = ModuleSpec(name, loader, origin=path)
+    spec.has_location = True
+    return spec
 
 
 def install_finder(lib: str) -> None:

@@ -9,13 +9,15 @@ each file named by its node path (``-d``), so tracebacks name the node's files a
 The file: ``hook.header()`` (format, bytecode magic number, optimization level), the length of the
 table (4 bytes, little-endian), the table (marshal: ``{module: (source path relative to lib, source mtime
 in ns, source size, .pyc path relative to lib, start, end)}``), then each module's marshalled code object
-at ``start:end`` of what follows the table.
+at ``start:end`` of what follows the table. The table also names the interpreter's extension modules the
+stages load (``EXTENSIONS``): their file, its mtime and size, and which ``sys.path`` entry holds it.
 """
 
 from __future__ import annotations
 
 import marshal
 import posix
+import sys
 from importlib.util import cache_from_source
 
 from hook import BLOB, header
@@ -62,6 +64,10 @@ MODULES = (
 )
 
 
+# Extension modules of the interpreter the stages load: found in their directory without listing it.
+EXTENSIONS = ("_json",)
+
+
 def build_blob(lib: str, node_lib: str, modules: tuple[str, ...] = MODULES) -> bytes:
     """Compile ``modules`` from the sources in ``lib`` (this interpreter, as ``compileall`` does), naming
     each by its node path in ``node_lib``; return the blob's bytes. A module without a plain source file
@@ -87,8 +93,26 @@ def build_blob(lib: str, node_lib: str, modules: tuple[str, ...] = MODULES) -> b
         table[name] = (relative, found.st_mtime_ns, found.st_size, cached, end, end + len(code))
         codes.append(code)
         end += len(code)
+    for name in EXTENSIONS:
+        entry = extension_entry(name)
+        if entry is not None:
+            table[name] = entry
     index = marshal.dumps(table)
     return header() + len(index).to_bytes(4, "little") + index + b"".join(codes)
+
+
+def extension_entry(name: str) -> tuple[str, int, int, str, int, int] | None:
+    """Where this interpreter finds the extension module ``name``: its file name, mtime, size and the
+    index of its ``sys.path`` entry counted from the end (the launch code puts lib first, as here); None
+    for a module built into the interpreter or found anywhere else (then it is imported the usual way)."""
+    path = getattr(__import__(name), "__file__", None)
+    if not isinstance(path, str):
+        return None
+    directory, _, filename = path.rpartition("/")
+    if directory not in sys.path:
+        return None
+    found = posix.stat(path)
+    return (filename, found.st_mtime_ns, found.st_size, "", sys.path.index(directory) - len(sys.path), -1)
 
 
 def compile_lean(source: bytes, filename: str) -> CodeType:

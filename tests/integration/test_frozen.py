@@ -298,11 +298,12 @@ def truncate(data: bytes, _: bytes) -> bytes:
 
 
 def whole_entries(data: bytes) -> set[str]:
-    """The modules whose code a (truncated) blob still holds whole."""
+    """The modules whose code a (truncated) blob still holds whole (not the extension modules' entries,
+    which hold no code)."""
     head = header()
     base = len(head) + 4 + int.from_bytes(data[len(head) : len(head) + 4], "little")
     table = marshal.loads(data[len(head) + 4 : base])  # noqa: S302 - the blob install wrote here
-    return {name for name, entry in table.items() if base + entry[5] <= len(data)}
+    return {name for name, entry in table.items() if entry[5] >= 0 and base + entry[5] <= len(data)}
 
 
 BREAKS = {
