@@ -98,7 +98,8 @@ _KEEP_TABLES: dict[str, dict[int, int | None]] = {}  # translate tables keeping 
 # Characters that may join pieces of the text or stand in for quoted line breaks: the first three the text
 # does not hold are used (see _absent_characters).
 _MARK_CANDIDATES = (
-    "\0\1\2\3\4\5\6\7\x08\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x7f\ud800\ud801\ud802"
+    "\0\1\2\3\4\5\6\7\x08\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x7f"
+    "\ud800\ud801\ud802\ud803\ud804"  # (text decoded from bytes holds no surrogate but \udc80-\udcff)
 )
 
 Binding = tuple[str, "str | None", int]

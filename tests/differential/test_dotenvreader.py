@@ -401,3 +401,18 @@ def test_worst_shape_read_all_at_once(shape: str, monkeypatch: pytest.MonkeyPatc
         lines[number - 1].lstrip().removeprefix("export ").lstrip("'").startswith(key[:1])
         for key, number in zip(read.keys, read.lines, strict=True)
     )
+
+
+def test_a_file_of_every_control_character_is_read_all_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that holds every control character the bulk path would borrow as a mark (but NUL, which
+    the hook refuses anyway) is still read all at once: text decoded from bytes never holds the lone
+    surrogates it borrows then."""
+    controls = "".join(chr(c) for c in (*range(1, 9), *range(14, 28), 127))
+    text = "".join(f"K{index}={controls}\n" for index in range(40)) + "Q='a\nb'\n"
+    monkeypatch.setattr(hook.dotenvreader, "_line_binding", _not_here)
+    monkeypatch.setattr(hook.dotenvreader, "_Reader", _not_here)
+    assert [(key, value) for key, value, _ in read_dotenv(text).tuples()] == reference(text)
+
+
+def _not_here(*_: object) -> None:
+    raise AssertionError("read line by line")
