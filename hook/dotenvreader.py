@@ -543,7 +543,7 @@ def _values_as_they_stand(
     double = joined.startswith('"') or separator + '"' in joined
     single = joined.startswith("'") or separator + "'" in joined
     if double and single:
-        return None
+        return _values_of_both_quotes(stripped, joined, separator, marks)
     if not double and not single:
         return stripped if _plain_values(joined, marks) else None
     quote = '"' if double else "'"
@@ -564,6 +564,34 @@ def _values_as_they_stand(
     if marks:
         joined = _restore_breaks(joined, marks)
     return joined.split(separator)
+
+
+def _values_of_both_quotes(stripped: list[str], joined: str, separator: str, marks: str) -> list[str] | None:
+    """:func:`_values_as_they_stand` where some values are quoted with one kind of quote and some with the
+    other, none holding a backslash or a mark: counted for each kind (when neither appears inside the
+    other's values), else each value looked at once (a slice and a count)."""
+    if "\\" in joined or (marks and _holds_any(joined, marks)):
+        return None
+    if (
+        "#" not in joined
+        and joined.isascii()
+        and _whole_quoted_counted(joined, '"', separator, "")
+        and _whole_quoted_counted(joined, "'", separator, "")
+    ):
+        return joined.replace('"', "").replace("'", "").split(separator)  # (neither kind inside the other)
+    values = [
+        (value[1:-1] if len(value) > 1 and value[-1] == first and value.count(first) == 2 else None)
+        if (first := value[:1]) in _QUOTES
+        else value
+        for value in stripped
+    ]
+    if None in values:
+        return None  # a quoted value that is not whole
+    if "#" in joined:
+        plain = separator.join([value for value in stripped if value[:1] not in _QUOTES])
+        if not _plain_values(plain, ""):
+            return None
+    return values  # type: ignore[return-value]  # (None is not in it)
 
 
 def _bulk_escaped_values(joined: str, quote: str, separator: str, marks: str, spare: str) -> list[str] | None:

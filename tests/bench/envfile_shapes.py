@@ -58,6 +58,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "a blank line after every binding": lambda size: _repeat_lines(size, lambda i: f"A{i}=1\n"),
     "a comment line between multi-line values": lambda size: _repeat_lines(size, lambda i: f'#\nA{i}="\n"'),
     "values holding '='": lambda size: _repeat_lines(size, lambda i: f"A{i}=x=y"),
+    "both kinds of quote": lambda size: _repeat_lines(size, lambda i: f"A{i}='x'" if i % 2 else f'A{i}="x"'),
 }
 
 

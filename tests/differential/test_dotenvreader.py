@@ -237,13 +237,20 @@ BULK_READABLE_LINES = [
 @settings(max_examples=1000, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(BULK_READABLE_LINES), st.sampled_from(LINE_ENDS)), min_size=16, max_size=60
+        st.tuples(
+            st.sampled_from(BULK_READABLE_LINES), st.sampled_from(LINE_ENDS), st.sampled_from(["'", '"'])
+        ),
+        min_size=16,
+        max_size=60,
     ),
-    st.sampled_from(["'", '"']),
+    st.sampled_from(["'", '"', None]),
 )
-def test_generated_bulk_readable(lines: list[tuple[str, str]], quote: str) -> None:
-    """Files the bulk path reads at once: same result, each binding on the line its key starts on."""
-    text = "".join(line.replace("{br}", end).replace("{q}", quote) + end for line, end in lines)
+def test_generated_bulk_readable(lines: list[tuple[str, str, str]], quote: str | None) -> None:
+    """Files the bulk path reads at once (values quoted with one kind of quote, or either): same result,
+    each binding on the line its key starts on."""
+    text = "".join(
+        line.replace("{br}", end).replace("{q}", quote or line_quote) + end for line, end, line_quote in lines
+    )
     assert ours(text) == reference(text)
     assert [line for _, _, line in parse_dotenv(text)] == reference_lines(text)
 
@@ -282,6 +289,39 @@ COUNTED_LINES = [
 def test_generated_quotes_counted(lines: list[tuple[str, str]], quote: str) -> None:
     """Files whose quotes the bulk path checks by counting rather than splitting: same result."""
     text = "".join(line.replace("{br}", end).replace("{q}", quote) + end for line, end in lines)
+    assert ours(text) == reference(text)
+
+
+# Values quoted with either kind of quote in one file (the other kind inside, or not), beside plain ones.
+BOTH_QUOTES_LINES = [
+    "A=1",
+    'B="x"',
+    "C='y'",
+    'D="a\'b"',
+    "E='a\"b'",
+    'F=""',
+    "G=''",
+    'H= "x" ',
+    "I='x' # c",
+    "J=a#b",
+    "K=x y",
+    "L=it's",
+    'M=say "hi"',
+    "N='a\"b\"c'",
+    'O="\'"',
+    "P=\u00e9",
+]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(BOTH_QUOTES_LINES), st.sampled_from(LINE_ENDS)), min_size=16, max_size=40
+    )
+)
+def test_generated_both_quotes(lines: list[tuple[str, str]]) -> None:
+    """Files whose values are quoted with both kinds of quote: same result."""
+    text = "".join(line + end for line, end in lines)
     assert ours(text) == reference(text)
 
 
