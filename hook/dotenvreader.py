@@ -29,13 +29,15 @@ per character):
    line, mapped in C).
    The keys are joined into one text and checked: plain (no whitespace, ``#`` or mark, once blanks and
    ``export`` around them are stripped) or whole ``'quoted keys'``. So are the values: plain, or whole
-   quoted values with one kind of quote per file, an inline comment cut (one ``partition`` per value)
-   where they do not read as they stand.
+   quoted values, an inline comment cut (one ``partition`` per value) where they do not read as they
+   stand.
    "Whole" is checked by counting: every quote must pair up within one value (on a ``translate`` skeleton
    of quotes, separators and marks for an ASCII text, else by splitting at the quote), and as many quotes
-   must open a value as close one. Escaped backslashes and quotes are set aside before the quotes are
-   counted; escapes are decoded and marks turned back into line breaks in the joined text; one ``split``
-   then gives the keys, and one the values.
+   must open a value as close one. (Where both kinds of quote open values, each kind is counted so when
+   neither appears inside the other's values; else each value is looked at once, a slice and a count.)
+   Escaped backslashes and quotes are set aside before the quotes are counted; escapes are decoded and
+   marks turned back into line breaks in the joined text; one ``split`` then gives the keys, and one the
+   values.
 5. A file of fewer lines, or one that step 4 does not read, is read line by line: each line with a
    handful of slices and searches (a quote left open at the end of its line sends it to step 2).
 
@@ -513,8 +515,8 @@ def _bulk_keys(keys: Sequence[str], separator: str, marks: str) -> Sequence[str]
 
 
 def _bulk_values(values: Sequence[str], separator: str, marks: str, spare: str) -> list[str] | None:
-    """The values, if each is plain (cut at an inline comment) or a whole quoted value (one kind of quote
-    opening values in the file, a comment after it cut), else None.
+    """The values, if each is plain (cut at an inline comment) or a whole quoted value (a comment after it
+    cut), else None.
 
     A comment is cut in bulk only when the values do not read as they stand: a ``#`` after whitespace may
     be inside quotes as well as after them."""
