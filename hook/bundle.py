@@ -50,7 +50,7 @@ def parse_spec(raw: bytes) -> dict[str, object]:
 
     try:
         document = decode(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise _spec_error(f"could not decode OCI spec: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):
         raise _spec_error(

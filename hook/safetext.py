@@ -77,6 +77,8 @@ def decode_error_reason(err: Exception) -> str:
     """Describe a JSON or UTF-8 decoding error by position, without quoting the input."""
     if isinstance(err, UnicodeDecodeError):
         return f"not valid UTF-8 at byte {err.start}"
+    if isinstance(err, RecursionError):  # arrays or objects nested past the decoder's recursion limit
+        return "nested too deeply"
     msg, lineno, colno = getattr(err, "msg", None), getattr(err, "lineno", None), getattr(err, "colno", None)
     if isinstance(msg, str) and lineno is not None:
         return f"{msg} at line {lineno} column {colno}"

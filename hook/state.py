@@ -30,7 +30,7 @@ def parse_state(data: bytes) -> State:
     """Decode one JSON state document; ``bundle`` falls back to the pre-1.0 ``bundlePath``."""
     try:
         document, _ = decode_prefix(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise _state_error(f"could not decode container state: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):
         raise _state_error("could not decode container state: the state must be a JSON object")
@@ -83,6 +83,8 @@ def _try_state(data: bytes) -> State | None:
         return parse_state(data)
     try:
         decode_prefix(text)
+    except RecursionError:
+        return parse_state(data)  # nested past the decoder's limit: the one-line refusal
     except ValueError as err:
         position = getattr(err, "pos", 0)
         message = getattr(err, "msg", "")

@@ -89,3 +89,24 @@ def test_shim_stderr_and_runc_log_stay_one_line(
     assert_safe(log.read_text(), 1)
     if log_format == "json":
         assert json.loads(log.read_text())["msg"].isprintable()
+
+
+@pytest.mark.parametrize("where", [pytest.param("spec", id="config-json"), pytest.param("state", id="state")])
+def test_a_document_nested_past_the_decoders_limit_is_one_line(
+    where: str, make_bundle: MakeBundle, run_hook: RunHook
+) -> None:
+    """config.json or the state nested 200,000 deep (a tenant can write either through its annotations or
+    its spec): the one-line refusal, config.json untouched, never an internal error."""
+    bundle = make_bundle(["PATH=/bin"])
+    nested = "[" * 200_000 + "]" * 200_000
+    if where == "spec":
+        spec = json.loads((bundle / "config.json").read_text())
+        text = json.dumps(spec)[:-1] + f', "annotations2": {nested}' + "}"
+        (bundle / "config.json").write_text(text)
+        result = run_hook(bundle)
+        expected = "could not decode OCI spec: nested too deeply\n"
+    else:
+        result = run_hook(bundle, stdin=f'{{"pid": 1, "bundle": "{bundle}", "a": {nested}}}'.encode())
+        expected = "could not decode container state: nested too deeply\n"
+    assert (result.returncode, result.stderr) == (1, expected)
+    assert result.spec_after == result.spec_before

@@ -66,6 +66,7 @@ def test_load_spec_keeps_raw_bytes(tmp_path: Path) -> None:
         pytest.param(b'{\n "a": \xff}', "not valid UTF-8 at byte 8", id="not-utf8"),
         pytest.param(b"[]", "the spec must be a JSON object, got an array", id="array"),
         pytest.param(b"null", "the spec must be a JSON object, got null", id="null"),
+        pytest.param(b'{"a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply", id="nested"),
     ],
 )
 def test_parse_spec_refuses(raw: bytes, reason: str) -> None:

@@ -67,6 +67,7 @@ def test_annotations_are_kept() -> None:
         pytest.param(
             b'{"annotations": ["a"]}', "annotations must map strings to strings", id="annotations-list"
         ),
+        pytest.param(b'{"a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply", id="nested"),
     ],
 )
 def test_parse_state_refuses(data: bytes, reason: str) -> None:
@@ -156,3 +157,11 @@ def test_hook_does_not_wait_for_stdin_to_close(
             proc.kill()
     assert status == 0
     assert json.loads(record_path.read_text())["argv"][-2:] == ["--pid=4242", str(bundle / "rootfs")]
+
+
+def test_load_state_refuses_a_deep_nesting_in_one_line() -> None:
+    """A state nested past the decoder's limit, read from a stream: the one-line refusal, not an internal
+    error."""
+    data = b'{"bundle": "/b", "a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    with pytest.raises(StateError, match=rf"^{PREFIX}nested too deeply$"):
+        load_state(io.BytesIO(data))
