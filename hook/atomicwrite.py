@@ -3,8 +3,9 @@ writer left behind.
 
 config.json (the hook, the shim, precreate), env files (the producer) and CDI specs are all replaced the
 same way: a temp file beside the target, locked while it lives, fsync'd, renamed over the target, then the
-directory fsync'd. Kept apart from ``hook.bundle`` so that reading a spec (every container) does not load
-the writing code (only a container whose spec is rewritten does).
+directory fsync'd (config.json without the two fsyncs: see ``hook.bundle.write_spec``). Kept apart from
+``hook.bundle`` so that reading a spec (every container) does not load the writing code (only a container
+whose spec is rewritten does).
 """
 
 import posix
@@ -13,14 +14,21 @@ from hook import paths
 
 
 def write_atomic(
-    path: str, data: bytes, *, mode: int | None = None, owner: tuple[int, int] | None = None
+    path: str,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    owner: tuple[int, int] | None = None,
+    durable: bool = True,
 ) -> None:
     """Write ``data`` to ``path`` so a reader sees the old or the new file, never a mix.
 
     The mode is kept from the file replaced (or ``mode``, else 0o644); ``owner`` is a (uid, gid) to give
     the file before it appears; the temp file goes on failure. The temp file is locked (``lockf``) from
     just after its creation until it is renamed, which tells a later writer that it is live; the temp
-    files a killed writer left for this same path are removed first (``remove_stale_temps``).
+    files a killed writer left for this same path are removed first (``remove_stale_temps``). ``durable``
+    (the default) fsyncs the file before the rename and the directory after it, so that the new file also
+    survives a crash of the node; a reader never sees a mix either way.
     """
     directory = paths.dirname(path) or "."
     name = paths.basename(path)
@@ -43,7 +51,8 @@ def write_atomic(
             view = memoryview(data)
             while view:
                 view = view[posix.write(fd, view) :]
-            posix.fsync(fd)
+            if durable:
+                posix.fsync(fd)
             posix.replace(tmp, path)
         finally:
             posix.close(fd)  # releases the lock, after the rename
@@ -53,6 +62,8 @@ def write_atomic(
         with contextlib.suppress(FileNotFoundError):
             posix.unlink(tmp)
         raise
+    if not durable:
+        return
     dir_fd = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
     try:
         posix.fsync(dir_fd)

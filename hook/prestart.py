@@ -137,7 +137,7 @@ def resolve_container(
         from hook.envfile import merge_env
 
         entries = merge_env(entries, env_file.values)
-        env = parse_env(entries)
+        env = {**env, **env_file.values}  # = parse_env(entries), same order, without splitting them again
         if env_file.pinned:
             trusted = frozenset(env_file.values)
     try:

@@ -704,3 +704,25 @@ def test_reader_never_sees_a_mix_while_an_atomic_writer_replaces_the_file(env_di
         stop.set()
         thread.join()
     assert seen == {old, new}
+
+
+@pytest.mark.parametrize(
+    ("entries", "values"),
+    [
+        pytest.param(["A=1", "B=2"], {"B": "f", "C": "g"}, id="replace-and-append"),
+        pytest.param(["A=1", "B=2", "A=3", "B=4"], {"A": "f"}, id="duplicates-in-the-spec"),
+        pytest.param(["A=1=2", "=x", "B="], {"B": "a=b", "D": ""}, id="equals-signs-and-empties"),
+        pytest.param([], {"X": "1", "Y": "2"}, id="empty-spec"),
+        pytest.param(["A=1"], {}, id="empty-file"),
+    ],
+)
+def test_the_merged_environment_is_the_container_env_updated_by_the_file(
+    entries: list[str], values: dict[str, str]
+) -> None:
+    """What prestart computes without splitting the merged process.env again: the same dict, in the same
+    order, as parsing the merged entries."""
+    from hook.bundle import parse_env
+
+    merged = parse_env(merge_env(entries, values))
+    shortcut = {**parse_env(entries), **values}
+    assert list(shortcut.items()) == list(merged.items())
