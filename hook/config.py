@@ -370,8 +370,8 @@ def _kind(value: object) -> str:
 def _host_is_suse(os_release: str = "/etc/os-release") -> bool:
     """Tell whether the host is SUSE-like (upstream then defaults ``user`` to root:video)."""
     try:
-        with open(os_release, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
+        with open(os_release, "rb") as fh:  # bytes: a text file object costs a codec lookup (~30 us cold)
+            lines = fh.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return False
     for line in lines:

@@ -67,8 +67,8 @@ def _has_tegra_files() -> bool:
     if paths.exists("/etc/nv_tegra_release"):
         return True
     try:
-        with open("/sys/devices/soc0/family", encoding="utf-8", errors="replace") as fh:
-            return fh.read().strip().lower().startswith("tegra")
+        with open("/sys/devices/soc0/family", "rb") as fh:
+            return fh.read().strip().lower().startswith(b"tegra")
     except OSError:
         return False
 
