@@ -155,20 +155,7 @@ def _is_docstring(statement: object) -> bool:
 
 
 def write_blob(lib: str, node_lib: str) -> None:
-    """Write ``<lib>/hook.frozen`` atomically (a temp file, fsync, rename)."""
-    data = build_blob(lib, node_lib)
-    tmp = f"{lib}/.{BLOB}.{posix.getpid()}.tmp"
-    fd = posix.open(tmp, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC, 0o644)
-    try:
-        try:
-            posix.fchmod(fd, 0o644)
-            view = memoryview(data)
-            while view:
-                view = view[posix.write(fd, view) :]
-            posix.fsync(fd)
-        finally:
-            posix.close(fd)
-        posix.rename(tmp, f"{lib}/{BLOB}")
-    except BaseException:
-        posix.unlink(tmp)
-        raise
+    """Write ``<lib>/hook.frozen`` atomically, 0644 (``hook.atomicwrite``: temp file, fsync, rename)."""
+    from hook.atomicwrite import write_atomic
+
+    write_atomic(f"{lib}/{BLOB}", build_blob(lib, node_lib), mode=0o644)
