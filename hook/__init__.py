@@ -117,7 +117,7 @@ class FrozenFinder(Loader):
         from importlib.util import decode_source
 
         entry = self.table.get(name)
-        if entry is None:
+        if entry is None or entry[5] < 0:  # not ours, or an extension module (its own loader serves it)
             return None
         with open(self.lib + "/" + entry[0], "rb") as fh:
             return decode_source(fh.read())

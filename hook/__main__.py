@@ -183,9 +183,8 @@ def report_error(err: Exception, *, debug: bool) -> int:
     if isinstance(err, HookError):
         sys.stderr.write(f"{err}\n")
         return err.exit_code
-    if isinstance(
-        err, OSError
-    ):  # a system call no stage wrapped: still one line with the path and the reason
+    if isinstance(err, OSError):
+        # a system call no stage wrapped: still one line with the path and the reason
         sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
         return 1
     sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")

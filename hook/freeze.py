@@ -26,6 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import CodeType
 
+    from hook import Entry
+
 # The package's plain modules that the stages load: the union of the module sets tests/test_import_guard.py
 # pins for the hot-path cases (test_frozen_modules_are_the_hot_path there ties the two together).
 MODULES = (
@@ -72,7 +74,7 @@ def build_blob(lib: str, node_lib: str, modules: tuple[str, ...] = MODULES) -> b
     """Compile ``modules`` from the sources in ``lib`` (this interpreter, as ``compileall`` does), naming
     each by its node path in ``node_lib``; return the blob's bytes. A module without a plain source file
     there is left out (it is imported the usual way)."""
-    table = {}
+    table: dict[str, Entry] = {}
     codes = []
     end = 0
     for name in modules:
@@ -101,7 +103,7 @@ def build_blob(lib: str, node_lib: str, modules: tuple[str, ...] = MODULES) -> b
     return header() + len(index).to_bytes(4, "little") + index + b"".join(codes)
 
 
-def extension_entry(name: str) -> tuple[str, int, int, str, int, int] | None:
+def extension_entry(name: str) -> Entry | None:
     """Where this interpreter finds the extension module ``name``: its file name, mtime, size and the
     index of its ``sys.path`` entry counted from the end (the launch code puts lib first, as here); None
     for a module built into the interpreter or found anywhere else (then it is imported the usual way)."""

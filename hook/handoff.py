@@ -92,20 +92,24 @@ def take_handoff(value: str, env: dict[str, str], variable: str) -> EnvFile | No
     return EnvFile(path=path, values={name: env[name] for name in handoff.names}, pinned=handoff.pinned)
 
 
+# The stages whose hooks can be a GPU hook (ours or NVIDIA's).
+STAGES = ("prestart", "createRuntime")
+
+
 # --- giving the decision to the hooks of ours in a spec (the shim, podman's precreate stage) ---------------
+
+
+def stage_hooks(document: dict[str, object]) -> list[object]:
+    """The entries of a spec's prestart and createRuntime hooks (the stages a GPU hook runs at)."""
+    hooks = document.get("hooks")
+    if not isinstance(hooks, dict):
+        return []
+    return [entry for stage in STAGES if isinstance(hooks.get(stage), list) for entry in hooks[stage]]
 
 
 def has_our_hook(document: dict[str, object]) -> bool:
     """Tell whether a prestart or createRuntime hook runs our hook."""
-    hooks = document.get("hooks")
-    if not isinstance(hooks, dict):
-        return False
-    return any(
-        is_our_hook(entry)
-        for stage in ("prestart", "createRuntime")
-        if isinstance(hooks.get(stage), list)
-        for entry in hooks[stage]
-    )
+    return any(map(is_our_hook, stage_hooks(document)))
 
 
 def is_our_hook(entry: object) -> bool:
@@ -140,7 +144,7 @@ def hand_off_to_our_hooks(document: dict[str, object], handoff: str) -> dict[str
     if not isinstance(hooks, dict):
         return document
     changed: dict[str, object] = {}
-    for stage in ("prestart", "createRuntime"):
+    for stage in STAGES:
         entries = hooks.get(stage)
         if isinstance(entries, list) and any(is_our_hook(entry) for entry in entries):
             marked = [with_handoff(entry, handoff) if is_our_hook(entry) else entry for entry in entries]

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from hook.bundle import spec_error
 from hook.safetext import escape, json_kind
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from hook.errors import SpecError
 
 CAP_SYS_ADMIN = "CAP_SYS_ADMIN"
 _CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
@@ -23,21 +20,21 @@ def resolve_privileged(document: dict[str, object]) -> bool:
         return False
     if flat:
         if not _is_string_list(capabilities):
-            raise _spec_error(
+            raise spec_error(
                 "could not decode Process.Capabilities in OCI spec: expected an array of strings for "
                 f"ociVersion {escape(str(version))}, got {json_kind(capabilities)}"
             )
         assert isinstance(capabilities, list)  # noqa: S101 - checked above
         return CAP_SYS_ADMIN in capabilities
     if not isinstance(capabilities, dict):
-        raise _spec_error(
+        raise spec_error(
             "could not decode Process.Capabilities in OCI spec: "
             f"expected an object, got {json_kind(capabilities)}"
         )
     for name in _CAP_SETS:
         value = capabilities.get(name)
         if value is not None and not _is_string_list(value):
-            raise _spec_error(
+            raise spec_error(
                 f"could not decode Process.Capabilities in OCI spec: {name} must be an array of strings"
             )
     bounding = capabilities.get("bounding") or []
@@ -110,10 +107,3 @@ def _is_string_list(value: object) -> bool:
 
 _RC1 = ((1, 0, 0), ("rc1",))
 _RC5 = ((1, 0, 0), ("rc5",))
-
-
-def _spec_error(message: str) -> SpecError:
-    """A SpecError: its class is loaded only when a spec is refused (``hook.errors`` says why)."""
-    from hook.errors import SpecError
-
-    return SpecError(message)

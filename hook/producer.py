@@ -50,6 +50,20 @@ def _sha256(data: bytes) -> Any:
     return sha256(data)
 
 
+def parse_assignments(assignments: list[str], command: str) -> dict[str, str]:
+    """The ``KEY=VALUE`` words of a producer command (``env-file write``, ``cdi alloc write``) as a dict; a
+    word without ``=`` or a key given twice is a usage error naming ``command``."""
+    values: dict[str, str] = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep:
+            raise UsageError(f"{command}: {assignment!r} is not KEY=VALUE")
+        if key in values:
+            raise UsageError(f"{command}: {key} is given twice")
+        values[key] = value
+    return values
+
+
 def default_env_file_settings() -> EnvFileSettings:
     """Return the ``[env-file]`` settings of a node with no config.toml."""
     table = default_settings()["env-file"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hook.errors import HookError, UsageError
+from hook.errors import HookError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -131,16 +131,9 @@ def write_command(
     config: str | None, path: str, assignments: list[str], *, pod_uid: str | None, container: str | None
 ) -> str:
     """``env-file write``: write the file; return what to print (its path)."""
-    from hook.producer import write_env_file
+    from hook.producer import parse_assignments, write_env_file
 
-    values: dict[str, str] = {}
-    for assignment in assignments:
-        key, sep, value = assignment.partition("=")
-        if not sep:
-            raise UsageError(f"env-file write: {assignment!r} is not KEY=VALUE")
-        if key in values:
-            raise UsageError(f"env-file write: {key} is given twice")
-        values[key] = value
+    values = parse_assignments(assignments, "env-file write")
     settings = load_settings(config)
     write_env_file(path, values, pod_uid=pod_uid, container=container, settings=settings.env_file)
     return f"{path}\n"

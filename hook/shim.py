@@ -256,15 +256,9 @@ def is_gpu_hook(entry: object) -> bool:
 
 def has_gpu_hook(document: dict[str, object]) -> bool:
     """Tell whether a prestart or createRuntime hook already is a GPU hook."""
-    hooks = document.get("hooks")
-    if not isinstance(hooks, dict):
-        return False
-    return any(
-        is_gpu_hook(entry)
-        for stage in ("prestart", "createRuntime")
-        if isinstance(hooks.get(stage), list)
-        for entry in hooks[stage]
-    )
+    from hook.handoff import stage_hooks
+
+    return any(map(is_gpu_hook, stage_hooks(document)))
 
 
 def build_hook_entry(

@@ -161,16 +161,10 @@ def alloc_write_command(
         write_alloc_spec,
     )
     from hook.cdi.registry import load_registry
+    from hook.producer import parse_assignments
 
     check_pod_uid(pod_uid)
-    values: dict[str, str] = {}
-    for assignment in assignments:
-        key, sep, value = assignment.partition("=")
-        if not sep:
-            raise UsageError(f"cdi alloc write: {assignment!r} is not KEY=VALUE")
-        if key in values:
-            raise UsageError(f"cdi alloc write: {key} is given twice")
-        values[key] = value
+    values = parse_assignments(assignments, "cdi alloc write")
     settings = load_cdi_settings(config)
     target = directory or DEFAULT_DIRECTORY
     name = alloc_name(ids)
