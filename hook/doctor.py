@@ -247,24 +247,52 @@ def _crio(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
 
 
 def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
-    """containerd: a file containerd loads (the main config or one it imports) naming the shim."""
+    """containerd: which definition of the runtime handler takes effect in the config containerd runs with
+    (the main config plus its imports, merged as containerd merges them), and that it runs our wrapper."""
+    from hook.install.common import InstallError
+    from hook.install.containerd import find_handler, load_chain
+
     binary = _find_binary(root, "containerd")
     if binary is None:
         return Check("containerd", ok=None, detail="not installed"), None
-    loaded, _ = containerd_loaded_files(root, binary)
     wrapper = paths.runtime_wrapper("containerd")
-    for path in loaded or []:
-        if wrapper in _read_text(under(root, path)):
-            return Check("containerd", ok=True, detail=f"runtime registered in {path}"), (wrapper, [])
-    return (
-        Check(
-            "containerd",
-            ok=False,
-            detail=f"{binary} found, {wrapper} not registered",
-            fix="gpu-env-hook install --engine containerd, then restart containerd",
-        ),
-        None,
+    fix = "gpu-env-hook install --engine containerd, then restart containerd"
+    try:
+        with open(under(root, paths.CONTAINERD_CONFIG), "rb") as fh:
+            data = fh.read()
+        found = find_handler(load_chain(root, paths.CONTAINERD_CONFIG, data, keep_blocks=True))
+    except FileNotFoundError:
+        return Check(
+            "containerd", ok=False, detail=f"{binary} found, {wrapper} not registered", fix=fix
+        ), None
+    except OSError as err:
+        detail = f"cannot read {paths.CONTAINERD_CONFIG}: {err.strerror}"
+        return Check("containerd", ok=False, detail=detail, fix=fix), None
+    except InstallError as err:
+        return Check("containerd", ok=False, detail=str(err), fix=f"fix {paths.CONTAINERD_CONFIG}"), None
+    handler = paths.RUNTIME_HANDLER
+    if found.in_effect is None:
+        detail = f"{binary} found, {wrapper} not registered"
+        if found.defined_in:
+            detail = (
+                f"runtime handler {handler} in {', '.join(found.defined_in)} does not take effect: a later "
+                "file's CRI table replaces it (containerd 1.x uses only the last one)"
+            )
+        return Check("containerd", ok=False, detail=detail, fix=fix), None
+    if found.binary != wrapper:
+        detail = (
+            f"runtime handler {handler} takes effect from {found.in_effect}, but runs {found.binary!r}, "
+            f"not {wrapper}"
+        )
+        return Check("containerd", ok=False, detail=detail, fix=fix), None
+    kind = (
+        "the marked block in the main config" if found.in_effect == paths.CONTAINERD_CONFIG else "a drop-in"
     )
+    detail = f"runtime handler {handler} takes effect from {found.in_effect} ({kind})"
+    overridden = [path for path in found.defined_in if path != found.in_effect]
+    if overridden:
+        detail += f"; also defined in {', '.join(overridden)} (overridden)"
+    return Check("containerd", ok=True, detail=detail), (wrapper, [])
 
 
 def containerd_loaded_files(root: str, binary: str | None) -> tuple[list[str] | None, str]:

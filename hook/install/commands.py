@@ -77,7 +77,7 @@ def install_command(
     ] = paths.CONTAINERD_CONFIG,
     containerd_config_version: Annotated[
         int | None,
-        typer.Option(min=1, max=3, help="containerd: the version of a config file install creates."),
+        typer.Option(min=1, max=4, help="containerd: the version of a config file install creates."),
     ] = None,
 ) -> None:
     """Install the hook and the runtime shim for one engine (undo with uninstall)."""

@@ -8,14 +8,18 @@ settings to the defaults. containerd 2.x merges per key. And inside one file, th
 ``runtimes`` table *over* its built-in one: a file naming any runtime replaces the built-in map, so the
 built-in ``runc`` has to be written out too when the file names none.
 
-So install writes no drop-in. It appends the handler's tables, between two marker comments, to the file
-that holds the CRI table containerd uses (the last file in load order that has one — for config version 3,
-whose files merge per key, the main config): every earlier byte of that file is kept, the result is checked
-by reading it back (it must equal the file as it was plus exactly our tables), and the manifest records the
-file so uninstall restores its bytes. The handler copies the table of the runtime it is based on — the
-default runtime (``default_runtime_name``) when it is a runc-shim runtime, else ``runc``, else containerd's
-built-in runc — with ``BinaryName`` set to the runtime wrapper: ``SystemdCgroup`` and every other option
-follow the node.
+So on a node whose config merges per key (version 3, and version 4 that containerd >= 2.3 writes) and whose
+main config imports a drop-in directory (2.3's default config imports ``/etc/containerd/conf.d/*.toml``),
+install writes its own drop-in there — but only after computing the effective config (the main file and its
+imports, each merged over the ones before, as containerd merges them) with and without it, and finding the
+one with it is the one without plus exactly our tables. Otherwise (containerd 1.x's whole-table merge, or no
+drop-in directory) it appends the handler's tables, between two marker comments, to the file that holds the
+CRI table containerd uses (the last file in load order that has one; for versions 3 and 4 the main config):
+every earlier byte of that file is kept, the result is checked by reading it back (it must equal the file as
+it was plus exactly our tables), and the manifest records the file so uninstall restores its bytes. The
+handler copies the table of the runtime it is based on — the default runtime (``default_runtime_name``) when
+it is a runc-shim runtime, else ``runc``, else containerd's built-in runc — with ``BinaryName`` set to the
+runtime wrapper: ``SystemdCgroup`` and every other option follow the node.
 
 The config version is read as containerd reads it: no ``version`` key means 1. Install refuses, writing
 nothing, what it cannot edit safely: invalid TOML, an unknown version, an import newer than the main config,
@@ -29,9 +33,11 @@ handler when there is none), reading the generated ``config.toml`` beside it for
 from __future__ import annotations
 
 import copy
+import fnmatch
 import glob
 import os
 import stat
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from hook import __version__, paths
@@ -47,15 +53,24 @@ from hook.install.rootfs import NodeRoot
 
 # The manifest's ``merge`` kind for a containerd config install appended to: uninstall takes the block out.
 CONTAINERD_MERGE = "containerd-handler"
-# The CRI plugin's table name in each config version (version 3 is containerd 2.x's runtime part of CRI).
-CRI_PLUGIN = {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+# The CRI plugin's table name in each config version (version 3 is containerd 2.x's runtime part of CRI;
+# version 4, written by containerd >= 2.3, keeps version 3's table names).
+CRI_PLUGIN = {
+    1: "cri",
+    2: "io.containerd.grpc.v1.cri",
+    3: "io.containerd.cri.v1.runtime",
+    4: "io.containerd.cri.v1.runtime",
+}
 # disabled_plugins entries that switch CRI off, per version.
 CRI_DISABLED = {
     1: ("cri",),
     2: ("io.containerd.grpc.v1.cri",),
     3: ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"),
+    4: ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"),
 }
-VERSIONS = (1, 2, 3)
+VERSIONS = (1, 2, 3, 4)
+# From this version on only containerd 2.x reads the config, and it merges imported files per key.
+PER_KEY_MERGE = 3
 DEFAULT_VERSION = 2
 RUNC_SHIM = "io.containerd.runc.v2"
 DEFAULT_RUNTIME = "runc"
@@ -88,6 +103,7 @@ BUILTIN_RUNC: dict[int, dict[str, Any]] = {
     1: {"runtime_type": RUNC_SHIM, "options": _RUNC_OPTIONS_1X},
     2: {"runtime_type": RUNC_SHIM, "options": _RUNC_OPTIONS_1X},
     3: {"runtime_type": RUNC_SHIM, "sandboxer": "podsandbox", "options": _RUNC_OPTIONS_2X},
+    4: {"runtime_type": RUNC_SHIM, "sandboxer": "podsandbox", "options": _RUNC_OPTIONS_2X},
 }
 BLOCK_BEGIN = "# gpu-env-hook: begin"
 BLOCK_END = "# gpu-env-hook: end"
@@ -111,7 +127,8 @@ class ConfigFile(NamedTuple):
 
 
 class Handler(NamedTuple):
-    """What install adds: the file it appends to, the tables (path → table), the base runtime and notes."""
+    """What install adds: the file it writes (a drop-in, or the file it appends to), the tables (path →
+    table), the base runtime and notes."""
 
     target: str
     tables: tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
@@ -141,15 +158,18 @@ def resolve_version(document: dict[str, Any], where: str) -> int:
     version = document.get("version", 1)
     if isinstance(version, bool) or version not in VERSIONS:
         raise InstallError(
-            f"{where}: config version {version!r} is not one install knows (1, 2 or 3); fix it first"
+            f"{where}: config version {version!r} is not one install knows (1, 2, 3 or 4); fix it first"
         )
     result: int = version
     return result
 
 
-def resolve_imports(root: str, parent: str, document: dict[str, Any]) -> list[str]:
+def resolve_imports(
+    root: str, parent: str, document: dict[str, Any], extra: Mapping[str, bytes] | None = None
+) -> list[str]:
     """Return the node paths a file's ``imports`` name, as containerd resolves them: a pattern with ``*`` is
-    globbed (matches sorted), any other relative path is relative to the importing file's directory."""
+    globbed (matches sorted; ``extra`` paths it matches count as present), any other relative path is
+    relative to the importing file's directory."""
     imports = document.get("imports", [])
     where = rooted(root, parent)
     if not isinstance(imports, list) or not all(isinstance(item, str) for item in imports):
@@ -158,38 +178,53 @@ def resolve_imports(root: str, parent: str, document: dict[str, Any]) -> list[st
     for item in imports:
         if "*" in item:
             pattern = item if os.path.isabs(item) else os.path.join("/", item)
-            matches = sorted(glob.glob(rooted(root, pattern), include_hidden=True))
+            matches = glob.glob(rooted(root, pattern), include_hidden=True)
             prefix = "" if root in ("", "/") else root.rstrip("/")
-            found += [match[len(prefix) :] or "/" for match in matches]
+            names = {match[len(prefix) :] or "/" for match in matches}
+            names |= {path for path in extra or {} if fnmatch.fnmatchcase(path, pattern)}
+            found += sorted(names)
         else:
             path = os.path.normpath(item)
             found.append(path if os.path.isabs(path) else os.path.join(os.path.dirname(parent), path))
     return found
 
 
-def load_chain(root: str, main: str, main_data: bytes) -> list[ConfigFile]:
+def load_chain(
+    root: str,
+    main: str,
+    main_data: bytes,
+    extra: Mapping[str, bytes] | None = None,
+    *,
+    keep_blocks: bool = False,
+) -> list[ConfigFile]:
     """Return the main config and every file it imports, in the order containerd merges them (each file
-    once); refuse an import that cannot be read or is newer than the main config."""
+    once); refuse an import that cannot be read or is newer than the main config.
+
+    Install's own blocks are left out (install replaces them) unless ``keep_blocks``; ``extra`` (node path
+    to bytes) are files as install would write them, read in place of what is there now.
+    """
     where = rooted(root, main)
-    main_data = strip_block(main_data)
+    main_data = main_data if keep_blocks else strip_block(main_data)
     document = parse_config(main_data, where)
     chain = [ConfigFile(main, main_data, document, resolve_version(document, where))]
     seen = {main}
-    pending = resolve_imports(root, main, document)
+    pending = resolve_imports(root, main, document, extra)
     while pending:
         path, pending = pending[0], pending[1:]
         if path in seen:
             continue
         seen.add(path)
         where = rooted(root, path)
-        if os.path.isdir(where):
-            raise InstallError(
-                f"{where}: imported by the containerd config, but is a directory; fix it first"
-            )
-        data = NodeRoot(root).read(path)
+        data = extra.get(path) if extra is not None else None
         if data is None:
-            raise InstallError(f"{where}: imported by the containerd config, but missing; fix it first")
-        data = strip_block(data)
+            if os.path.isdir(where):
+                raise InstallError(
+                    f"{where}: imported by the containerd config, but is a directory; fix it first"
+                )
+            data = NodeRoot(root).read(path)
+            if data is None:
+                raise InstallError(f"{where}: imported by the containerd config, but missing; fix it first")
+            data = data if keep_blocks else strip_block(data)
         document = parse_config(data, where)
         version = resolve_version(document, where)
         if version > chain[0].version:
@@ -198,7 +233,7 @@ def load_chain(root: str, main: str, main_data: bytes) -> list[ConfigFile]:
                 f"({chain[0].version}); containerd refuses that; fix it first"
             )
         chain.append(ConfigFile(path, data, document, version))
-        pending += resolve_imports(root, path, document)
+        pending += resolve_imports(root, path, document, extra)
     return chain
 
 
@@ -228,16 +263,32 @@ def merged_cri(chain: list[ConfigFile]) -> dict[str, Any]:
     return merged
 
 
+def effective_config(chain: list[ConfigFile]) -> dict[str, Any]:
+    """Return the config containerd runs with (``imports`` and ``version`` left out): each file merged over
+    the ones before it — per key from version 3 on (containerd 2.x), a plugin's table replaced whole
+    before (containerd 1.x)."""
+    merged: dict[str, Any] = {}
+    for config in chain:
+        document = {key: value for key, value in config.document.items() if key not in ("imports", "version")}
+        plugins = document.get("plugins")
+        if chain[0].version < PER_KEY_MERGE and isinstance(plugins, dict):
+            earlier = merged.get("plugins")
+            document["plugins"] = {**(earlier if isinstance(earlier, dict) else {}), **plugins}
+            merged.pop("plugins", None)
+        merged = merge_tables(merged, document)
+    return merged
+
+
 def resolve_cri(chain: list[ConfigFile], root: str = "/") -> tuple[ConfigFile, dict[str, Any]]:
     """Return the file install appends to and the CRI table containerd ends up with.
 
     Versions 1 and 2 (containerd 1.x merges plugin tables whole): the last file in load order with a CRI
-    table, and that table. Version 3 (containerd 2.x merges per key): the main config, and every file's
-    table merged. A version-2 config is also read by containerd 2.x, per key: when the two readings give
-    different runtimes, install cannot tell which containerd runs and refuses.
+    table, and that table. Versions 3 and 4 (containerd 2.x merges per key): the main config, and every
+    file's table merged. A version-2 config is also read by containerd 2.x, per key: when the two readings
+    give different runtimes, install cannot tell which containerd runs and refuses.
     """
     version = chain[0].version
-    if version == 3:
+    if version >= PER_KEY_MERGE:
         return chain[0], merged_cri(chain)
     target, table = chain[0], {}
     for config in reversed(chain):
@@ -260,6 +311,37 @@ def resolve_cri(chain: list[ConfigFile], root: str = "/") -> tuple[ConfigFile, d
             "differently (containerd 1.x uses only the last table, 2.x merges them); make them agree first"
         )
     return target, table
+
+
+class HandlerSources(NamedTuple):
+    """Where the runtime handler is defined: the file whose definition containerd runs with (None: none
+    takes effect), every file that defines it (load order), and the ``BinaryName`` containerd runs."""
+
+    in_effect: str | None
+    defined_in: tuple[str, ...]
+    binary: str | None
+
+
+def find_handler(chain: list[ConfigFile]) -> HandlerSources:
+    """Return where the handler is defined and which definition takes effect: from version 3 on (per-key
+    merge) the last file that sets it; before, the last file with a CRI table, when it sets it."""
+    version = chain[0].version
+
+    def handler_in(document: dict[str, Any]) -> Any:
+        section = (cri_table(document, version) or {}).get("containerd")
+        runtimes = section.get("runtimes") if isinstance(section, dict) else None
+        return runtimes.get(paths.RUNTIME_HANDLER) if isinstance(runtimes, dict) else None
+
+    defined = tuple(config.path for config in chain if handler_in(config.document) is not None)
+    if version >= PER_KEY_MERGE:
+        in_effect = defined[-1] if defined else None
+    else:
+        with_cri = [config.path for config in chain if cri_table(config.document, version) is not None]
+        in_effect = with_cri[-1] if with_cri and with_cri[-1] in defined else None
+    table = handler_in(effective_config(chain)) if in_effect is not None else None
+    options = table.get("options") if isinstance(table, dict) else None
+    binary = options.get("BinaryName") if isinstance(options, dict) else None
+    return HandlerSources(in_effect, defined, binary if isinstance(binary, str) else None)
 
 
 def runtimes_of(cri: dict[str, Any], where: str) -> dict[str, Any]:
@@ -460,6 +542,13 @@ def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
     tables.append(
         ((*prefix, paths.RUNTIME_HANDLER), build_handler_table(base, paths.runtime_wrapper("containerd")))
     )
+    dropin = None if source.template else plan_dropin(root, source.chain, tuple(tables), base_name)
+    if dropin is not None:
+        target, edited = dropin
+        check_edit(rooted(root, target.path), edited, target.document, tuple(tables))
+        return edited, Handler(
+            target.path, tuple(tables), base_name, real_runtime(base, root), disabled_note(root, source)
+        )
     block = build_block(tuple(tables), base_name, source.preamble)
     edited = append_block(target.data, block)
     if source.template:
@@ -467,15 +556,53 @@ def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
         check_edit(where, append_block(source.chain[0].data, block), source.chain[0].document, tuple(tables))
     else:
         check_edit(where, edited, target.document, tuple(tables))
-    notes = []
+    return edited, Handler(
+        target.path, tuple(tables), base_name, real_runtime(base, root), disabled_note(root, source)
+    )
+
+
+def disabled_note(root: str, source: Source) -> tuple[str, ...]:
+    """A warning when a file containerd loads switches the CRI plugin off (the handler serves only CRI)."""
     disabled = disabled_cri(source.chain)
-    if disabled is not None:
-        notes.append(
-            f"warning: {rooted(root, disabled)} lists the CRI plugin in disabled_plugins: Kubernetes cannot "
-            f"use this containerd, and handler {paths.RUNTIME_HANDLER!r} serves only CRI "
-            "(ctr run --runc-binary still works)"
-        )
-    return edited, Handler(target.path, tuple(tables), base_name, real_runtime(base, root), tuple(notes))
+    if disabled is None:
+        return ()
+    warning = (
+        f"warning: {rooted(root, disabled)} lists the CRI plugin in disabled_plugins: Kubernetes cannot "
+        f"use this containerd, and handler {paths.RUNTIME_HANDLER!r} serves only CRI "
+        "(ctr run --runc-binary still works)"
+    )
+    return (warning,)
+
+
+def dropin_directory(main: ConfigFile) -> str | None:
+    """Return the drop-in directory the main config imports (the last ``imports`` pattern ``DIR/*.toml``,
+    as containerd 2.3's default config has ``/etc/containerd/conf.d/*.toml``), or None."""
+    imports = main.document.get("imports", [])
+    found = None
+    for item in imports if isinstance(imports, list) else []:
+        if isinstance(item, str) and os.path.basename(item) == "*.toml" and "*" not in os.path.dirname(item):
+            found = os.path.normpath(os.path.join("/", os.path.dirname(item)))
+    return found
+
+
+def plan_dropin(
+    root: str, chain: list[ConfigFile], tables: Tables, base: str
+) -> tuple[ConfigFile, bytes] | None:
+    """Return the drop-in install writes instead of appending to a file (its node path, parsed form and
+    bytes), or None to keep the marked block: only when the main config imports a drop-in directory and
+    containerd merges files per key (version 3 on), and only when the config containerd would run with
+    after install is the one it runs with now plus exactly our tables (every other setting kept)."""
+    version = chain[0].version
+    directory = dropin_directory(chain[0])
+    if version < PER_KEY_MERGE or directory is None:
+        return None
+    path = os.path.join(directory, paths.CONTAINERD_DROPIN_NAME)
+    data = build_block(tables, base, f"version = {version}\n").encode()
+    after = load_chain(root, chain[0].path, chain[0].data, {path: data})
+    loaded = [config for config in after if config.path == path]
+    if not loaded or effective_config(after) != expected_document(effective_config(chain), tables):
+        return None
+    return ConfigFile(path, data, {"version": version}, version), data
 
 
 def check_edit(where: str, edited: bytes, before: dict[str, Any], tables: Tables) -> None:

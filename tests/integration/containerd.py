@@ -82,15 +82,17 @@ def config_flag(config: str) -> list[str]:
     return [] if config == NODE_CONFIG else ["--config", config]
 
 
-def config_dump(node: Path, workdir: Path, config: str = NODE_CONFIG) -> dict[str, Any]:
+def config_dump(
+    node: Path, workdir: Path, config: str = NODE_CONFIG, *, binary: str = CONTAINERD
+) -> dict[str, Any]:
     """Return ``containerd config dump`` (the merged config containerd would run with) as seen on the node,
     parsed. With no file at the default path containerd runs with its defaults, and ``config dump`` refuses
-    to run: ``config default`` is what it would run with then."""
+    to run: ``config default`` is what it would run with then. ``binary``: another containerd (2.x)."""
     command = ["config", "dump"]
     if config == NODE_CONFIG and not (node / config.lstrip("/")).exists():
         command = ["config", "default"]
     proc = subprocess.run(
-        namespace_argv(node, workdir, [CONTAINERD, *config_flag(config), *command]),
+        namespace_argv(node, workdir, [binary, *config_flag(config), *command]),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

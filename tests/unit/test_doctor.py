@@ -186,7 +186,8 @@ def remove_cli(root: Path) -> None:
             add_registered_containerd,
             "containerd",
             True,
-            f"runtime registered in {paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}",
+            f"runtime handler {paths.RUNTIME_HANDLER} takes effect from "
+            f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME} (a drop-in)",
             id="containerd-registered",
         ),
         pytest.param(
@@ -310,3 +311,84 @@ def test_pod_binding_engine_from_the_environment(good_tree: Path) -> None:
     (binding,) = [check for check in checks if check.name == "pod binding"]
     assert binding.ok is True
     assert binding.detail.startswith("crio: ")
+
+
+RUNTIMES_V3 = '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes'
+GPU_ENV_V3 = (
+    f'{RUNTIMES_V3}.gpu-env]\nruntime_type = "io.containerd.runc.v2"\n'
+    f'{RUNTIMES_V3}.gpu-env.options]\nBinaryName = "{paths.runtime_wrapper("containerd")}"\n'
+)
+NVIDIA_V3 = (
+    f'version = 3\n{RUNTIMES_V3}.nvidia]\nruntime_type = "io.containerd.runc.v2"\n'
+    f'{RUNTIMES_V3}.nvidia.options]\nBinaryName = "/usr/bin/nvidia-container-runtime"\n'
+)
+CONF_D = f'imports = ["{paths.CONTAINERD_DROPIN_DIR}/*.toml"]\n'
+
+
+@pytest.mark.parametrize(
+    ("files", "ok", "detail"),
+    [
+        pytest.param(
+            {
+                paths.CONTAINERD_CONFIG: "version = 4\n" + CONF_D,
+                f"{paths.CONTAINERD_DROPIN_DIR}/99-nvidia.toml": NVIDIA_V3,
+                f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}": "version = 4\n" + GPU_ENV_V3,
+            },
+            True,
+            f"runtime handler gpu-env takes effect from {paths.CONTAINERD_DROPIN_DIR}/"
+            f"{paths.CONTAINERD_DROPIN_NAME} (a drop-in)",
+            id="v4-dropin-beside-nvidias",
+        ),
+        pytest.param(
+            {paths.CONTAINERD_CONFIG: "version = 3\n" + GPU_ENV_V3},
+            True,
+            f"runtime handler gpu-env takes effect from {paths.CONTAINERD_CONFIG} (the marked block in the main "
+            "config)",
+            id="v3-block-in-main",
+        ),
+        pytest.param(
+            {
+                paths.CONTAINERD_CONFIG: "version = 4\n" + CONF_D + GPU_ENV_V3,
+                f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}": "version = 4\n" + GPU_ENV_V3,
+            },
+            True,
+            f"runtime handler gpu-env takes effect from {paths.CONTAINERD_DROPIN_DIR}/"
+            f"{paths.CONTAINERD_DROPIN_NAME} (a drop-in); also defined in {paths.CONTAINERD_CONFIG} (overridden)",
+            id="dropin-overrides-main",
+        ),
+        pytest.param(
+            {
+                paths.CONTAINERD_CONFIG: "version = 4\n" + CONF_D + GPU_ENV_V3,
+                f"{paths.CONTAINERD_DROPIN_DIR}/zz.toml": f"version = 4\n{RUNTIMES_V3}.gpu-env.options]\n"
+                'BinaryName = "/usr/bin/runc"\n',
+            },
+            False,
+            f"runtime handler gpu-env takes effect from {paths.CONTAINERD_DROPIN_DIR}/zz.toml, but runs "
+            f"'/usr/bin/runc', not {paths.runtime_wrapper('containerd')}",
+            id="later-dropin-changes-the-binary",
+        ),
+        pytest.param(
+            {
+                paths.CONTAINERD_CONFIG: "version = 2\n" + CONF_D + '[plugins."io.containerd.grpc.v1.cri"'
+                f'.containerd.runtimes.gpu-env.options]\nBinaryName = "{paths.runtime_wrapper("containerd")}"\n',
+                f"{paths.CONTAINERD_DROPIN_DIR}/10.toml": 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n'
+                'sandbox_image = "pause:3.9"\n',
+            },
+            False,
+            f"runtime handler gpu-env in {paths.CONTAINERD_CONFIG} does not take effect: a later file's CRI "
+            "table replaces it (containerd 1.x uses only the last one)",
+            id="v2-later-cri-table-replaces-it",
+        ),
+    ],
+)
+def test_doctor_names_the_containerd_handler_that_takes_effect(
+    good_tree: Path, files: dict[str, str], ok: bool, detail: str
+) -> None:
+    """doctor reads the main config and its imports as containerd merges them and names the definition of
+    the handler containerd runs with (a drop-in or the marked block), failing when it does not run ours."""
+    put(good_tree, "/usr/bin/containerd", "#!/bin/sh\n", 0o755)
+    put(good_tree, paths.runtime_wrapper("containerd"), WRAPPER, 0o755)
+    for path, content in files.items():
+        put(good_tree, path, content)
+    check = by_name(run_checks(root=str(good_tree), config=None, environ={}))["containerd"]
+    assert (check.ok, check.detail) == (ok, detail)

@@ -82,6 +82,7 @@ def handler_of(document: dict[str, Any], plugin: str = CRI) -> dict[str, Any]:
         pytest.param({"version": 1}, 1, id="one"),
         pytest.param({"version": 2}, 2, id="two"),
         pytest.param({"version": 3}, 3, id="three"),
+        pytest.param({"version": 4}, 4, id="four-containerd-2.3"),
     ],
 )
 def test_version_is_read_as_containerd_reads_it(document: dict[str, Any], expected: int) -> None:
@@ -89,12 +90,12 @@ def test_version_is_read_as_containerd_reads_it(document: dict[str, Any], expect
     assert resolve_version(document, "/x.toml") == expected
 
 
-@pytest.mark.parametrize("version", [4, 0, "2", True], ids=["four", "zero", "string", "bool"])
+@pytest.mark.parametrize("version", [5, 0, "2", True], ids=["five", "zero", "string", "bool"])
 def test_unknown_version_is_refused(version: object) -> None:
     """A version install does not know is refused, naming the file and the value."""
     with pytest.raises(
         InstallError,
-        match=r"^/x.toml: config version .+ is not one install knows \(1, 2 or 3\); fix it first$",
+        match=r"^/x.toml: config version .+ is not one install knows \(1, 2, 3 or 4\); fix it first$",
     ):
         resolve_version({"version": version}, "/x.toml")
 
@@ -138,7 +139,7 @@ def test_load_chain_follows_containerds_order(tmp_path: Path) -> None:
         ),
         pytest.param(
             {MAIN: "version = 7\n"},
-            r"^{node}/etc/containerd/config.toml: config version 7 is not one install knows \(1, 2 or 3\); "
+            r"^{node}/etc/containerd/config.toml: config version 7 is not one install knows \(1, 2, 3 or 4\); "
             r"fix it first$",
             id="unknown-version",
         ),
@@ -541,3 +542,138 @@ def test_manifest_records_the_config_as_a_merge(tmp_path: Path) -> None:
     entry = next(entry for entry in manifest["files"] if entry["path"] == MAIN)
     assert entry["merge"] == "containerd-handler"
     assert entry["previous"]["data"]
+
+
+# --- containerd 2.3 (version 4) and the drop-in directory ------------------------------------------------
+
+RUNTIME_PLUGIN = "io.containerd.cri.v1.runtime"
+DROPIN = f"{paths.CONTAINERD_DROPIN_DIR}/{paths.CONTAINERD_DROPIN_NAME}"
+# What containerd 2.3's `config default` starts with: version 4, importing the conf.d drop-in directory.
+V4_DEFAULT_HEAD = f'version = 4\nimports = ["{paths.CONTAINERD_DROPIN_DIR}/*.toml"]\n'
+V4_SYSTEMD = (
+    V4_DEFAULT_HEAD
+    + f'[plugins."{RUNTIME_PLUGIN}".containerd]\n  default_runtime_name = "runc"\n'
+    + f'[plugins."{RUNTIME_PLUGIN}".containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n'
+    + f'[plugins."{RUNTIME_PLUGIN}".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n'
+    + '[plugins."io.containerd.grpc.v1.cri"]\n  stream_idle_timeout = "2h0m0s"\n'
+)
+# The drop-in `nvidia-ctk runtime configure --runtime=containerd` writes for a containerd 2.x config.
+NVIDIA_DROPIN_PATH = f"{paths.CONTAINERD_DROPIN_DIR}/99-nvidia.toml"
+NVIDIA_DROPIN = f"""\
+version = 3
+
+[plugins]
+
+  [plugins."{RUNTIME_PLUGIN}"]
+
+    [plugins."{RUNTIME_PLUGIN}".containerd]
+
+      [plugins."{RUNTIME_PLUGIN}".containerd.runtimes]
+
+        [plugins."{RUNTIME_PLUGIN}".containerd.runtimes.nvidia]
+          runtime_type = "io.containerd.runc.v2"
+
+          [plugins."{RUNTIME_PLUGIN}".containerd.runtimes.nvidia.options]
+            BinaryName = "/usr/bin/nvidia-container-runtime"
+            SystemdCgroup = true
+"""
+
+
+def effective(node: Path) -> dict[str, Any]:
+    """The config containerd would run with on the node (main config plus imports, our blocks kept)."""
+    from hook.install.containerd import effective_config
+
+    data = (node / MAIN.lstrip("/")).read_bytes()
+    return effective_config(load_chain(str(node), MAIN, data, keep_blocks=True))
+
+
+def test_version_4_with_a_dropin_directory_gets_a_dropin_beside_nvidias(tmp_path: Path) -> None:
+    """containerd 2.3's config (version 4, conf.d imported) with NVIDIA's 99-nvidia.toml: install writes its
+    own drop-in there, touches neither file, and the effective config is the old one plus exactly our
+    handler; uninstall removes the drop-in and nothing else."""
+    node = write_node(tmp_path, {MAIN: V4_SYSTEMD, NVIDIA_DROPIN_PATH: NVIDIA_DROPIN})
+    before = effective(node)
+    lines = install(node)
+    assert main_config(node) == V4_SYSTEMD
+    assert (node / NVIDIA_DROPIN_PATH.lstrip("/")).read_text() == NVIDIA_DROPIN
+    dropin = node / DROPIN.lstrip("/")
+    assert f"wrote {dropin}" in lines
+    document = tomllib.loads(dropin.read_text())
+    assert document["version"] == 4
+    assert list(document["plugins"][RUNTIME_PLUGIN]["containerd"]["runtimes"]) == [paths.RUNTIME_HANDLER]
+    after = effective(node)
+    runtimes = after["plugins"][RUNTIME_PLUGIN]["containerd"]["runtimes"]
+    assert runtimes[paths.RUNTIME_HANDLER]["options"] == {
+        "SystemdCgroup": True,
+        "BinaryName": paths.runtime_wrapper("containerd"),
+    }
+    del runtimes[paths.RUNTIME_HANDLER]
+    assert after == before
+    assert sorted(runtimes) == ["nvidia", "runc"]
+    install(node)
+    assert tomllib.loads(dropin.read_text()) == document
+    write_uninstall("containerd", str(node))
+    assert not dropin.exists()
+    assert main_config(node) == V4_SYSTEMD
+    assert (node / NVIDIA_DROPIN_PATH.lstrip("/")).read_text() == NVIDIA_DROPIN
+
+
+def test_dropin_writes_the_builtin_runc_when_no_file_names_a_runtime(tmp_path: Path) -> None:
+    """containerd 2.3's bare default (no runtime named anywhere): the drop-in also writes out the built-in
+    runc, which a runtimes table naming only ours would replace."""
+    node = write_node(tmp_path, {MAIN: V4_DEFAULT_HEAD})
+    install(node)
+    document = tomllib.loads((node / DROPIN.lstrip("/")).read_text())
+    runtimes = document["plugins"][RUNTIME_PLUGIN]["containerd"]["runtimes"]
+    assert runtimes["runc"] == BUILTIN_RUNC[4]
+    assert main_config(node) == V4_DEFAULT_HEAD
+
+
+@pytest.mark.parametrize(
+    ("main", "why"),
+    [
+        pytest.param(
+            V2_SYSTEMD,
+            "no imports",
+            id="v2-without-imports",
+        ),
+        pytest.param(
+            'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n' + V2_SYSTEMD.split("\n", 1)[1],
+            "containerd 1.x replaces a plugin table whole",
+            id="v2-with-dropin-directory",
+        ),
+        pytest.param(
+            f'version = 4\n[plugins."{RUNTIME_PLUGIN}".containerd.runtimes.runc]\n'
+            '  runtime_type = "io.containerd.runc.v2"\n',
+            "no drop-in directory imported",
+            id="v4-without-imports",
+        ),
+    ],
+)
+def test_marked_block_stays_where_a_dropin_would_not_keep_every_setting(
+    tmp_path: Path, main: str, why: str
+) -> None:
+    """No drop-in directory imported, or a merge that replaces tables whole: today's marked block."""
+    del why
+    node = write_node(tmp_path, {MAIN: main})
+    install(node)
+    assert main_config(node).startswith(main)
+    assert "# gpu-env-hook: begin" in main_config(node)
+    assert not (node / DROPIN.lstrip("/")).exists()
+
+
+def test_reinstall_moves_the_block_to_the_dropin_once_conf_d_is_imported(tmp_path: Path) -> None:
+    """A block written before the node imported conf.d moves to the drop-in on the next install: the main
+    config gets its earlier bytes back, plus the imports line the admin added."""
+    plain = f'version = 3\n[plugins."{RUNTIME_PLUGIN}".containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n'
+    node = write_node(tmp_path, {MAIN: plain})
+    install(node)
+    assert "# gpu-env-hook: begin" in main_config(node)
+    config = node / MAIN.lstrip("/")
+    with_imports = 'imports = ["/etc/containerd/conf.d/*.toml"]\n' + config.read_text()
+    config.write_text(with_imports)
+    install(node)
+    assert main_config(node) == 'imports = ["/etc/containerd/conf.d/*.toml"]\n' + plain
+    assert (node / DROPIN.lstrip("/")).is_file()
+    runtimes = effective(node)["plugins"][RUNTIME_PLUGIN]["containerd"]["runtimes"]
+    assert sorted(runtimes) == [paths.RUNTIME_HANDLER, "runc"]
