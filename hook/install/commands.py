@@ -11,12 +11,13 @@ import typer
 
 from hook import paths
 from hook.install.common import InstallOptions
-from hook.install.installer import write_install, write_uninstall
+from hook.install.installer import detect_engine, write_install, write_uninstall
 
 
 class Engine(enum.StrEnum):
-    """The engines install knows."""
+    """The engines install knows, and ``auto`` (the CRI engine whose socket the node has)."""
 
+    auto = "auto"
     podman = "podman"
     crio = "crio"
     containerd = "containerd"
@@ -30,9 +31,24 @@ def default_python() -> str:
     return os.path.abspath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
+def resolve_engine(engine: Engine, root: str) -> str:
+    """Return the engine to act for: ``engine`` itself, or for ``auto`` the one the node's socket names (said
+    on stdout first, so the report shows what was chosen)."""
+    if engine is not Engine.auto:
+        return engine.value
+    chosen, line = detect_engine(os.path.abspath(root))
+    typer.echo(line)
+    return chosen
+
+
 def install_command(
     *,
-    engine: Annotated[Engine, typer.Option(help="The engine to install for.")],
+    engine: Annotated[
+        Engine,
+        typer.Option(
+            help="The engine to install for (auto: CRI-O, else containerd, by the node's CRI socket)."
+        ),
+    ],
     root: Annotated[
         str, typer.Option(help="The node's / as seen from here (e.g. /host in a DaemonSet).")
     ] = "/",
@@ -81,8 +97,9 @@ def install_command(
     ] = None,
 ) -> None:
     """Install the hook and the runtime shim for one engine (undo with uninstall)."""
+    chosen = resolve_engine(engine, root)
     options = InstallOptions(
-        engine=engine.value,
+        engine=chosen,
         python=python or default_python(),
         root=os.path.abspath(root),
         config=config,
@@ -100,7 +117,8 @@ def install_command(
 def uninstall_command(
     *,
     engine: Annotated[
-        Engine | None, typer.Option(help="The engine to uninstall for (omit with --purge: only purge).")
+        Engine | None,
+        typer.Option(help="The engine to uninstall for (auto: as install; omit with --purge: only purge)."),
     ] = None,
     root: Annotated[str, typer.Option(help="The node's / as seen from here (as given to install).")] = "/",
     dry_run: Annotated[
@@ -128,9 +146,8 @@ def uninstall_command(
         from hook.install.common import InstallError
 
         raise InstallError("uninstall: give --engine, or --purge to remove only what earlier uninstalls kept")
-    lines = write_uninstall(
-        engine.value if engine is not None else None, os.path.abspath(root), dry_run=dry_run, proc=proc
-    )
+    chosen = resolve_engine(engine, root) if engine is not None else None
+    lines = write_uninstall(chosen, os.path.abspath(root), dry_run=dry_run, proc=proc)
     for line in lines:
         typer.echo(line)
 

@@ -72,6 +72,28 @@ UNMERGERS: dict[str, Callable[[bytes, bytes | None, str], bytes | None]] = {
 }
 
 
+# ``--engine auto``: the CRI engine whose socket the node has, in this order (a node that runs CRI-O may also
+# run containerd for something else; kubelet then talks to CRI-O).
+ENGINE_SOCKETS: tuple[tuple[str, str], ...] = (
+    ("crio", "/run/crio/crio.sock"),
+    ("crio", "/var/run/crio/crio.sock"),
+    ("containerd", "/run/containerd/containerd.sock"),
+)
+
+
+def detect_engine(root: str) -> tuple[str, str]:
+    """``--engine auto``: return the engine whose CRI socket the node under ``root`` has (``ENGINE_SOCKETS``),
+    and the line that says which it chose and why."""
+    node = check_root(root)
+    for engine, socket_path in ENGINE_SOCKETS:
+        found = node.stat(socket_path)
+        if found is not None and stat.S_ISSOCK(found.st_mode):
+            return engine, f"engine: {engine} (found {rooted(root, socket_path)})"
+    raise InstallError(
+        f"--engine auto: no CRI-O or containerd socket under {rooted(root, '/run')}; give --engine"
+    )
+
+
 def build_plan(options: InstallOptions) -> Plan:
     """Decide every file install writes for ``options`` (reads the node's current configs, writes nothing)."""
     engine, root = options.engine, options.root

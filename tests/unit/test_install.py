@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -681,6 +682,67 @@ def test_cli_install_error_is_one_line(node: Path) -> None:
         proc.stderr
         == "gpu-env-hook: --precreate: only podman runs precreate hooks; use it with --engine podman\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("sockets", "plain_files", "engine"),
+    [
+        pytest.param(["run/crio/crio.sock"], [], "crio", id="crio"),
+        pytest.param(["var/run/crio/crio.sock"], [], "crio", id="crio-under-var-run"),
+        pytest.param(["run/containerd/containerd.sock"], [], "containerd", id="containerd"),
+        pytest.param(
+            ["run/containerd/containerd.sock", "run/crio/crio.sock"], [], "crio", id="both-crio-first"
+        ),
+        pytest.param(
+            ["run/containerd/containerd.sock"], ["run/crio/crio.sock"], "containerd", id="crio-not-a-socket"
+        ),
+    ],
+)
+def test_cli_engine_auto_chooses_by_the_nodes_socket_and_says_so(
+    node: Path, sockets: list[str], plain_files: list[str], engine: str
+) -> None:
+    """--engine auto installs for the engine whose CRI socket the node has (CRI-O first), says which on its
+    first line, and uninstall --engine auto undoes that install."""
+    for name in [*sockets, *plain_files]:
+        (node / name).parent.mkdir(parents=True, exist_ok=True)
+    before = snapshot(node)
+    listeners = []
+    try:
+        for name in sockets:
+            listener = socket.socket(socket.AF_UNIX)
+            listeners.append(listener)
+            listener.bind(str(node / name))
+        for name in plain_files:
+            (node / name).write_text("")
+        proc = run_cli("install", "--engine", "auto", "--root", str(node))
+        assert proc.returncode == 0, proc.stderr
+        found = next(name for name in ENGINE_SOCKETS_IN_ORDER if name in sockets)
+        assert proc.stdout.splitlines()[0] == f"engine: {engine} (found {node}/{found})"
+        assert (node / f"var/lib/gpu-env-hook/install-{engine}.json").is_file()
+        proc = run_cli("uninstall", "--engine", "auto", "--root", str(node))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines()[0] == f"engine: {engine} (found {node}/{found})"
+        for name in [*sockets, *plain_files]:
+            (node / name).unlink()
+    finally:
+        for listener in listeners:
+            listener.close()
+    assert snapshot(node) == before
+
+
+ENGINE_SOCKETS_IN_ORDER = ("run/crio/crio.sock", "var/run/crio/crio.sock", "run/containerd/containerd.sock")
+
+
+def test_cli_engine_auto_refuses_a_node_without_a_cri_socket(node: Path) -> None:
+    """No CRI-O or containerd socket: one line naming where it looked, nothing written."""
+    before = snapshot(node)
+    for command in ("install", "uninstall"):
+        proc = run_cli(command, "--engine", "auto", "--root", str(node))
+        assert (proc.returncode, proc.stdout) == (1, "")
+        assert proc.stderr == (
+            f"gpu-env-hook: --engine auto: no CRI-O or containerd socket under {node}/run; give --engine\n"
+        )
+    assert snapshot(node) == before
 
 
 def test_tree_is_byte_compiled_by_the_node_interpreter(node: Path) -> None:
