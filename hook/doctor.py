@@ -168,12 +168,10 @@ def check_env_directory(root: str, directory: str) -> Check:
 
 
 def _unsafe(info: os.stat_result, *, sticky_ok: bool = False) -> str:
-    """Say what is unsafe about a directory's owner or mode ('' when nothing)."""
-    if info.st_uid != 0:
-        return f"is owned by uid {info.st_uid}, not root"
-    if info.st_mode & 0o022 and not (sticky_ok and info.st_mode & stat.S_ISVTX):
-        return f"is group- or world-writable (mode {stat.S_IMODE(info.st_mode):04o})"
-    return ""
+    """Say what is unsafe about a directory's owner or mode ('' when nothing): install's rule."""
+    from hook.install.common import unsafe_directory
+
+    return unsafe_directory(info, sticky_ok=sticky_ok)
 
 
 # --- engines ---------------------------------------------------------------------------------------------

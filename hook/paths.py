@@ -39,6 +39,8 @@ CRIO_DROPIN_NAME = "99-gpu-env-hook.conf"
 
 # What `install` wrote, per engine, so `uninstall` can take exactly that off again.
 STATE_DIR = "/var/lib/gpu-env-hook"
+# systemd-tmpfiles recreates the env-file directories at boot (/run is empty after a reboot).
+TMPFILES_CONF = "/etc/tmpfiles.d/gpu-env-hook.conf"
 
 # Inside a container: /dev/null mounts below this root request devices (upstream's volume-mount strategy).
 DEVICE_LIST_ROOT = "/var/run/nvidia-container-devices"

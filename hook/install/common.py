@@ -76,6 +76,32 @@ class Plan(NamedTuple):
     # The real runtime (node path) the runtime wrapper hands containers to; recorded in the manifest so that
     # a retired wrapper (hook.install.retire) can exec it without Python. None: not found on the node.
     runtime: str | None = None
+    # The env-file directories the hook reads ([env-file] directories): created root-owned 0700 when missing.
+    env_directories: tuple[str, ...] = ()
+
+
+def unsafe_directory(info: os.stat_result, *, sticky_ok: bool = False, owner: int = 0) -> str:
+    """Say what is unsafe about a directory that decides what runs as root ('' when nothing): not owned by
+    root, or writable by group or others (a sticky one only when ``sticky_ok``: others cannot rename what
+    they do not own there)."""
+    import stat
+
+    if info.st_uid != owner:
+        return f"is owned by uid {info.st_uid}, not root"
+    if info.st_mode & 0o022 and not (sticky_ok and info.st_mode & stat.S_ISVTX):
+        return f"is group- or world-writable (mode {stat.S_IMODE(info.st_mode):04o})"
+    return ""
+
+
+def build_tmpfiles(directories: tuple[str, ...]) -> bytes:
+    """Return the tmpfiles.d entry that recreates the env-file directories at boot: root-owned, 0700, never
+    cleaned by age (an env file must not vanish under a container that is about to start)."""
+    lines = [
+        "# gpu-env-hook: the env-file directories ([env-file] directories), recreated at boot.",
+        "# `gpu-env-hook uninstall` removes this file.",
+    ]
+    lines += [f"d {directory} 0700 root root -" for directory in directories]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def rooted(root: str, path: str) -> str:

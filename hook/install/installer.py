@@ -24,15 +24,19 @@ from typing import TYPE_CHECKING, Any
 from hook import paths
 from hook.install import containerd, crio, docker, podman, retire, tree, wrappers
 from hook.install.common import (
+    CONFIG_MODE,
     ENGINES,
     EXECUTABLE_MODE,
     EnginePlan,
     InstallError,
     InstallOptions,
     Plan,
+    PlannedFile,
+    build_tmpfiles,
     dump_json,
     engine_config_kind,
     rooted,
+    unsafe_directory,
 )
 from hook.install.inuse import Users, find_runtime_users, node_proc
 from hook.install.manifest import (
@@ -116,7 +120,8 @@ def build_plan(options: InstallOptions) -> Plan:
                 f"--config {options.config}: is {kind} config, not gpu-env-hook's config.toml (NVIDIA's "
                 "format); install finds the engine's config itself (containerd: --containerd-config)"
             )
-    options = options._replace(hook_timeout=configured(node, options).hook_timeout)
+    settings = configured(node, options)
+    options = options._replace(hook_timeout=settings.hook_timeout)
     notes = tree.check_interpreter(options.python, root)
     warning = tree.editable_warning()
     notes += [warning] if warning is not None else []
@@ -124,7 +129,15 @@ def build_plan(options: InstallOptions) -> Plan:
     runtime, runtime_notes = resolve_runtime(node, options, engine_plan)
     files, wrapper_notes = wrappers.plan(options, runtime=runtime)
     notes += runtime_notes
-    return Plan(engine, (*files, *engine_plan.files), (*notes, *wrapper_notes, *engine_plan.notes), runtime)
+    directories = settings.env_file.directories
+    tmpfiles = PlannedFile(paths.TMPFILES_CONF, build_tmpfiles(directories), CONFIG_MODE)
+    return Plan(
+        engine,
+        (*files, tmpfiles, *engine_plan.files),
+        (*notes, *wrapper_notes, *engine_plan.notes),
+        runtime,
+        directories,
+    )
 
 
 def configured(node: NodeRoot, options: InstallOptions) -> Settings:
@@ -168,12 +181,37 @@ def resolve_runtime(
     return chosen, notes
 
 
-def write_directories(root: str, directories: list[str]) -> None:
-    """Create the node directories (parents first), 0755 (the state directory 0700)."""
+def write_directories(root: str, directories: list[str], private: tuple[str, ...] = ()) -> None:
+    """Create the node directories (parents first), 0755 (the state directory and ``private`` 0700)."""
     node = NodeRoot(root)
     for directory in directories:
         if not node.is_dir(directory):
-            node.mkdir(directory, 0o700 if directory == paths.STATE_DIR else 0o755)
+            node.mkdir(directory, 0o700 if directory in (paths.STATE_DIR, *private) else 0o755)
+
+
+def check_directories(node: NodeRoot, targets: list[str]) -> None:
+    """Refuse, in one line, an existing directory install would write into (or one above it, beneath the
+    root) that is not root-owned or that group or others can write to: whoever can write there could change
+    what the engines run as root."""
+    seen: set[str] = set()
+    owner = 0 if os.geteuid() == 0 else os.geteuid()  # an unprivileged user's test tree is its own
+    for target in targets:
+        directory = ""
+        for part in [part for part in target.split("/") if part]:
+            directory += "/" + part
+            if directory in seen:
+                continue
+            seen.add(directory)
+            info = node.stat(directory)
+            if info is None or not stat.S_ISDIR(info.st_mode):
+                break
+            problem = unsafe_directory(info, sticky_ok=directory != target, owner=owner)
+            if problem:
+                verb = "into" if directory == target else "beneath"
+                raise InstallError(
+                    f"{node.show(directory)}: {problem}; install writes {verb} it (whoever can write there "
+                    "runs code as root): chown root:root and chmod go-w it first"
+                )
 
 
 def write_previous(node: NodeRoot, path: str, previous: dict[str, Any]) -> None:
@@ -206,7 +244,10 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
     retired = load_manifest(root, RETIRED)
     manifest_at = manifest_path(plan.engine)
     tree_link = f"{paths.RUNTIME_TREE}/current"
-    created = missing_directories(root, [tree_link, *(planned.path for planned in plan.files), manifest_at])
+    written = [tree_link, *(planned.path for planned in plan.files), manifest_at]
+    check_directories(NodeRoot(root), sorted({os.path.dirname(path) for path in written}))
+    env_dirs = [directory + "/" for directory in plan.env_directories]
+    created = missing_directories(root, [*written, *env_dirs])
     sources = {**others, **({RETIRED: retired} if retired is not None else {})}
     manifest = build_manifest(plan, root, own, sources, created)
     manifest_data = dump_json(manifest, "install-manifest", rooted(root, manifest_at))
@@ -226,7 +267,7 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
         lines.append(f"would write {rooted(root, manifest_at)} (what uninstall undoes)")
         lines += [f"would undo {rooted(root, entry['path'])} (no longer installed)" for entry in stale]
         return lines + coexistence_warnings(options)
-    write_directories(root, created)
+    write_directories(root, created, plan.env_directories)
     node = NodeRoot(root)
     node.write_atomic(manifest_at, manifest_data, mode=0o600)
     lines = [f"created directory {rooted(root, directory)}" for directory in created]
@@ -385,7 +426,9 @@ def write_uninstall(
         lines += tree.remove_tree(node, manifest["tree"])
     for directory in reversed(manifest["directories"]):
         where = rooted(root, directory)
-        if directory in keep_dirs or not node.is_dir(directory):
+        # Another engine's install lists it too (an env-file directory, empty but still needed): it stays.
+        shared = any(directory in other.get("directories", []) for other in others.values())
+        if directory in keep_dirs or shared or not node.is_dir(directory):
             continue
         if not node.rmdir(directory):
             if not others:

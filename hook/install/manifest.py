@@ -156,6 +156,7 @@ def build_manifest(
     ours = [planned.path for planned in plan.files] + [
         manifest_path(plan.engine),
         paths.RUNTIME_TREE + "/current",
+        *(directory + "/" for directory in plan.env_directories),
     ]
     directories = list(created)
     for manifest in [own, *others.values()]:

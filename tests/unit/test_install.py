@@ -156,9 +156,11 @@ def install(node: Path) -> Install:
 def test_install_writes_the_engines_files(
     node: Path, install: Install, engine: str, options: dict[str, Any], expected: set[str]
 ) -> None:
-    """Each engine gets the wrappers plus its own config, and the manifest lists exactly those files."""
+    """Each engine gets the wrappers plus its own config (and the tmpfiles.d entry for the env directory),
+    and the manifest lists exactly those files."""
     install(engine, **options)
     manifest = json.loads((node / f"var/lib/gpu-env-hook/install-{engine}.json").read_text())
+    expected = {*expected, paths.TMPFILES_CONF}
     assert {entry["path"] for entry in manifest["files"]} == expected
     for path in expected:
         assert Path(rooted(str(node), path)).is_file()
@@ -450,6 +452,7 @@ def test_dry_run_writes_nothing(node: Path) -> None:
         f"would write {node}{paths.HOOK_WRAPPER} (mode 0755):",
         f"would write {node}{paths.runtime_wrapper('docker')} (mode 0755):",
         f"would write {node}{paths.NVIDIA_HOOK_ALIAS} (mode 0755):",
+        f"would write {node}{paths.TMPFILES_CONF} (mode 0644):",
         f"would write {node}{paths.DOCKER_DAEMON_JSON} (mode 0600):",
         f"would write {node}/var/lib/gpu-env-hook/install-docker.json (what uninstall undoes)",
     ]
@@ -765,3 +768,105 @@ def test_tree_without_the_node_interpreter_is_neither_compiled_nor_frozen(node: 
     lib = node / "opt/gpu-env-hook/current/lib"
     assert sorted(p.name for p in lib.iterdir()) == ["hook", "yaml"]
     assert not (lib / "hook/__pycache__").exists()
+
+
+# --- the env-file directory and the directories install writes into -----------------------------------------
+
+ENV_DIR = "/run/nvidia-env"
+
+
+def test_install_creates_the_env_directory_and_its_tmpfiles_entry(node: Path, install: Install) -> None:
+    """install creates the env-file directory root-owned 0700 and a tmpfiles.d entry that recreates it at
+    boot; uninstall removes the entry and the directory it made (empty)."""
+    install("containerd")
+    env_dir = Path(rooted(str(node), ENV_DIR))
+    info = env_dir.stat()
+    assert (info.st_mode & 0o7777, info.st_uid, info.st_gid) == (0o700, 0, 0)
+    tmpfiles = Path(rooted(str(node), paths.TMPFILES_CONF))
+    assert tmpfiles.read_text().splitlines()[-1] == f"d {ENV_DIR} 0700 root root -"
+    write_uninstall("containerd", str(node))
+    assert not tmpfiles.exists()
+    assert not env_dir.exists()
+
+
+def test_uninstall_keeps_an_env_directory_it_did_not_make_or_that_holds_files(
+    node: Path, install: Install
+) -> None:
+    """The env directory goes only when install made it and it is empty: a device plugin's files keep it,
+    and one that was there before install stays whatever it holds."""
+    install("docker")
+    env_dir = Path(rooted(str(node), ENV_DIR))
+    (env_dir / "pod.env").write_text("A=1\n")
+    lines = write_uninstall("docker", str(node))
+    assert f"kept directory {env_dir}: it holds files install did not write" in lines
+    (env_dir / "pod.env").unlink()
+    install("docker")
+    write_uninstall("docker", str(node))
+    assert env_dir.is_dir()
+
+
+def test_env_directory_stays_while_another_engine_is_installed(node: Path, install: Install) -> None:
+    """Two engines share the env directory and the tmpfiles.d entry: both stay until the last uninstall."""
+    install("containerd")
+    install("docker")
+    env_dir = Path(rooted(str(node), ENV_DIR))
+    tmpfiles = Path(rooted(str(node), paths.TMPFILES_CONF))
+    write_uninstall("containerd", str(node))
+    assert env_dir.is_dir()
+    assert tmpfiles.is_file()
+    write_uninstall("docker", str(node))
+    assert not env_dir.exists()
+    assert not tmpfiles.exists()
+
+
+@pytest.mark.parametrize(
+    ("directory", "mode", "uid", "problem"),
+    [
+        pytest.param(paths.RUNTIME_TREE, 0o777, 0, "is group- or world-writable (mode 0777)", id="tree-0777"),
+        pytest.param(
+            paths.LIBEXEC_DIR, 0o755, 1000, "is owned by uid 1000, not root", id="libexec-other-owner"
+        ),
+        pytest.param(
+            "/usr/local/libexec",
+            0o775,
+            0,
+            "is group- or world-writable (mode 0775)",
+            id="parent-group-writable",
+        ),
+        pytest.param(
+            "/etc/tmpfiles.d", 0o1777, 0, "is group- or world-writable (mode 1777)", id="sticky-target"
+        ),
+    ],
+)
+def test_install_refuses_loose_directories_it_would_write_into(
+    node: Path, directory: str, mode: int, uid: int, problem: str
+) -> None:
+    """A directory install would write into (or one above it) that is not root-owned or that others can
+    write to is refused in one line, and nothing is written."""
+    where = Path(rooted(str(node), directory))
+    where.mkdir(parents=True, exist_ok=True)
+    os.chown(where, uid, 0)
+    where.chmod(mode)
+    before = snapshot(node)
+    options = InstallOptions(engine="containerd", python=PYTHON, root=str(node))
+    verb = "beneath" if directory == "/usr/local/libexec" else "into"
+    with pytest.raises(InstallError) as caught:
+        write_install(options)
+    assert str(caught.value) == (
+        f"{where}: {problem}; install writes {verb} it (whoever can write there runs code as root): "
+        "chown root:root and chmod go-w it first"
+    )
+    assert snapshot(node) == before
+
+
+def test_directories_install_creates_are_root_owned_and_not_writable_by_others(
+    node: Path, install: Install
+) -> None:
+    """Every directory install creates is root-owned and writable by root alone."""
+    before = {path for path in node.rglob("*") if path.is_dir()}
+    install("podman", precreate=True)
+    made = [path for path in node.rglob("*") if path.is_dir() and path not in before]
+    assert made
+    for path in made:
+        info = path.stat()
+        assert (info.st_uid, info.st_mode & 0o022) == (0, 0), path
