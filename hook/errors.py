@@ -105,8 +105,10 @@ class CdiError(HookError):
 
 
 class CdiUnresolvableError(CdiError):
-    """Requested CDI devices that no spec defines (``names`` lists them)."""
+    """Requested CDI devices that no spec defines (``names`` lists them; ``skipped`` is the note naming the
+    spec files that were skipped as invalid, "" when none was)."""
 
-    def __init__(self, message: str, *, names: tuple[str, ...]) -> None:
+    def __init__(self, message: str, *, names: tuple[str, ...], skipped: str = "") -> None:
         super().__init__(message)
         self.names = names
+        self.skipped = skipped

@@ -27,7 +27,11 @@ REGENERATE = "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml (or enab
 def cdi_checks(root: str, settings: Any) -> list[Check]:
     """The CDI lines of doctor's report, in order."""
     runtime = nvidia_runtime_installed(root)
-    return [check_nvidia_runtime_mode(settings, runtime_installed=runtime), check_nvidia_spec(root, settings)]
+    return [
+        check_nvidia_runtime_mode(settings, runtime_installed=runtime),
+        check_nvidia_spec(root, settings),
+        check_yaml_loader(settings),
+    ]
 
 
 def nvidia_runtime_installed(root: str) -> bool:
@@ -96,6 +100,33 @@ def check_nvidia_spec(root: str, settings: Any) -> Check:
         )
     detail = f"{spec.path}: cdiVersion {spec.document.get('cdiVersion')}, {len(devices)} devices, current"
     return Check(name, ok=True, detail=detail)
+
+
+def check_yaml_loader(settings: Any) -> Check:
+    """PyYAML with libyaml's ``CSafeLoader``: without it every YAML spec is parsed in pure Python on every
+    create (several times slower; the verdicts are the same), and without PyYAML YAML specs are refused."""
+    from hook.doctor import Check
+
+    name = "YAML specs"
+    needed = settings.device_mode == "cdi"
+    try:
+        import yaml
+    except ImportError:
+        return Check(
+            name,
+            ok=False if needed else None,
+            detail="PyYAML is not installed: YAML specs are skipped",
+            fix="install PyYAML (built with libyaml), or write the specs as JSON",
+        )
+    if not hasattr(yaml, "CSafeLoader"):
+        return Check(
+            name,
+            ok=False if needed else None,
+            detail=f"PyYAML {yaml.__version__} lacks libyaml (CSafeLoader): YAML specs are read in pure "
+            "Python",
+            fix="install PyYAML built with libyaml (Debian: python3-yaml), or write the specs as JSON",
+        )
+    return Check(name, ok=True, detail=f"PyYAML {yaml.__version__} with libyaml's CSafeLoader")
 
 
 def host_paths(document: dict[str, Any]) -> list[str]:

@@ -43,7 +43,13 @@ def inject_devices(document: dict[str, object], devices: list[str], cdi: CdiSett
     names = cdi_device_names(devices, cdi.default_kind)
     edited = document
     if names:
-        edits = resolve_edits(load_registry(cdi.spec_dirs), names)
+        registry = load_registry(cdi.spec_dirs)
+        if registry.skipped:
+            from hook.log import warning
+
+            for path in registry.skipped:
+                warning(f"{registry.errors[path][0]}; skipped")
+        edits = resolve_edits(registry, names)
         edited = apply_edits(document, edits)
     return apply_edits(edited, [{"env": [f"{envvars.NVIDIA_VISIBLE_DEVICES}={VOID}"]}])
 
@@ -63,7 +69,7 @@ def inject_requested(
     naming the file, never the device (the file's content is not shown)."""
     try:
         return inject_devices(document, devices, settings.cdi)
-    except CdiUnresolvableError:
+    except CdiUnresolvableError as err:
         selecting = (*settings.swarm_resource, envvars.NVIDIA_VISIBLE_DEVICES)
         if env_file is None or not any(name in env_file.values for name in selecting):
             raise
@@ -71,7 +77,7 @@ def inject_requested(
 
         raise CdiError(
             f"env file {show_path(env_file.path)}: a device it requests is defined by no CDI spec in "
-            f"{', '.join(settings.cdi.spec_dirs)}"
+            f"{', '.join(settings.cdi.spec_dirs)}{err.skipped}"
         ) from None
 
 

@@ -5,8 +5,9 @@ directory, the higher its priority; by default ``/etc/cdi`` then ``/var/run/cdi`
 skipped, and in each directory the ``.json`` and ``.yaml`` files are read in name order (subdirectories are
 not entered). A device defined again in a higher-priority directory replaces the earlier one; defined twice
 at the same priority it is a conflict, recorded against both files, and the device is dropped altogether
-(even when another directory also defines it, as the reference does). A spec that fails to load is
-recorded and skipped: the other specs still count.
+(even when another directory also defines it, as the reference does). A spec that cannot be read, decoded
+or validated is recorded and skipped: the other specs' devices still resolve, and a request for a device
+no valid spec defines is refused naming the skipped files (one of them may be where it was meant to be).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
 class Registry(Record):
-    """What the spec directories hold: devices by qualified name, every valid spec, errors by file."""
+    """What the spec directories hold: devices by qualified name, every valid spec, errors by file, and
+    the spec files skipped as unreadable, undecodable or invalid."""
 
     devices: dict[str, tuple[Spec, str]]
     specs: tuple[Spec, ...]
     errors: dict[str, list[str]]
     conflicts: frozenset[str]
+    skipped: tuple[str, ...]
 
 
 def list_spec_files(directory: str) -> list[str]:
@@ -51,6 +54,7 @@ def load_registry(directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) 
     specs: list[Spec] = []
     errors: dict[str, list[str]] = {}
     conflicts: set[str] = set()
+    skipped: list[str] = []
     for priority, directory in enumerate(directories):
         try:
             paths = list_spec_files(os.path.normpath(directory))
@@ -62,6 +66,7 @@ def load_registry(directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) 
                 spec = load_spec(path, priority)
             except CdiError as err:
                 errors.setdefault(path, []).append(str(err))
+                skipped.append(path)
                 continue
             specs.append(spec)
             for name in spec.devices:
@@ -80,7 +85,22 @@ def load_registry(directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) 
                 devices[qualified] = (spec, name)
     for name in conflicts:
         devices.pop(name, None)
-    return Registry(devices=devices, specs=tuple(specs), errors=errors, conflicts=frozenset(conflicts))
+    return Registry(
+        devices=devices,
+        specs=tuple(specs),
+        errors=errors,
+        conflicts=frozenset(conflicts),
+        skipped=tuple(skipped),
+    )
+
+
+def skipped_note(registry: Registry) -> str:
+    """`` (skipped specs: "a", "b")`` for a refusal when specs were skipped, else ""."""
+    if not registry.skipped:
+        return ""
+    listed = ", ".join(quote(path) for path in registry.skipped[:4])
+    more = f" and {len(registry.skipped) - 4} more" if len(registry.skipped) > 4 else ""
+    return f" (skipped specs: {listed}{more})"
 
 
 def resolve_edits(registry: Registry, names: list[str]) -> list[dict[str, object]]:
@@ -90,7 +110,10 @@ def resolve_edits(registry: Registry, names: list[str]) -> list[dict[str, object
     if unresolved:
         listed = ", ".join(quote(name, 128) for name in unresolved[:8])
         more = f" and {len(unresolved) - 8} more" if len(unresolved) > 8 else ""
-        raise CdiUnresolvableError(f"unresolvable CDI devices {listed}{more}", names=tuple(unresolved))
+        note = skipped_note(registry)
+        raise CdiUnresolvableError(
+            f"unresolvable CDI devices {listed}{more}{note}", names=tuple(unresolved), skipped=note
+        )
     edits: list[dict[str, object]] = []
     seen: list[Spec] = []
     for name in names:

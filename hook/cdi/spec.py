@@ -25,9 +25,13 @@ from hook.records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
-MAX_SPEC_FILE_BYTES = 4 * 1024 * 1024
+# A spec larger than this is skipped unread (every create reads every spec: nvidia-ctk's spec for eight GPUs
+# with their MIG devices is some 40 KB); nested deeper than this is refused (a valid spec needs six levels).
+MAX_SPEC_FILE_BYTES = 256 * 1024
+MAX_NESTING = 64
 SPEC_EXTENSIONS = (".json", ".yaml")
 HOOK_STAGES = (
     "prestart",
@@ -107,22 +111,34 @@ class Spec(Record):
 # --- decoding --------------------------------------------------------------------------------------------
 
 
-def decode_spec_text(text: str, *, yaml: bool) -> object:
+def decode_spec_text(text: str, *, yaml: bool, loader: type | None = None) -> object:
     """Decode a spec's text: JSON with the lean decoder, YAML (or JSON that only YAML reads) with PyYAML.
 
     The reference reads every spec with a YAML parser, of which JSON is a subset; a repeated key is an
-    error in both.
+    error in both. Decoding is bounded the same way whichever decoder reads the text: nested more than
+    ``MAX_NESTING`` levels is refused (a valid spec needs six), so is a YAML alias (an alias bomb expands
+    without bound; CDI specs need none); the repeated-key check is linear. ``loader`` is the PyYAML loader
+    class (libyaml's ``CSafeLoader`` when PyYAML has it, else ``SafeLoader``).
     """
     if not yaml:
         from hook.jsontext import decode
 
         try:
-            return decode(text, object_pairs_hook=_unique_object)
+            document = decode(text, object_pairs_hook=_unique_object)
         except _DuplicateKeyError as err:
             raise CdiError(f"repeated field {quote(err.key)}") from None
+        except RecursionError:
+            raise _too_deep() from None
         except ValueError:
             pass  # not JSON: perhaps YAML, as the reference would read it
-    return _decode_yaml(text)
+        else:
+            _check_depth(document)
+            return document
+    return _decode_yaml(text, loader)
+
+
+def _too_deep() -> CdiError:
+    return CdiError(f"nested more than {MAX_NESTING} levels deep")
 
 
 class _DuplicateKeyError(ValueError):
@@ -135,42 +151,103 @@ class _DuplicateKeyError(ValueError):
 
 def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
     """Build a JSON object, refusing a key that appears twice."""
-    document: dict[str, object] = {}
-    for key, value in pairs:
-        if key in document:
-            raise _DuplicateKeyError(key)
-        document[key] = value
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
     return document
 
 
-def _decode_yaml(text: str) -> object:
-    """Decode YAML with PyYAML's safe loader (imported only here), refusing repeated keys."""
+def _check_depth(document: object) -> None:
+    """Refuse decoded JSON nested more than ``MAX_NESTING`` levels (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children: Iterable[object]
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_NESTING:
+            raise _too_deep()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
+def yaml_loader() -> type:
+    """The PyYAML loader specs are read with: libyaml's ``CSafeLoader`` when PyYAML has it (parsing in C
+    costs a fraction of the pure-Python ``SafeLoader``), else ``SafeLoader``; the same verdicts either way."""
     try:
         import yaml
     except ImportError:
         raise CdiError("a YAML spec needs PyYAML, which this Python lacks (pip install pyyaml)") from None
+    loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader
 
-    class UniqueKeyLoader(yaml.SafeLoader):
-        """SafeLoader that refuses a mapping naming a key twice (sigs.k8s.io/yaml's strict mode)."""
 
-    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> object:
-        keys = [loader.construct_object(key_node, deep=True) for key_node, _ in node.value]
-        for index, key in enumerate(keys):
-            if key in keys[:index]:
-                raise _DuplicateKeyError(str(key))
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+def _decode_yaml(text: str, loader_class: type | None) -> object:
+    """Compose the YAML document, check its nodes (depth, aliases, repeated keys), then construct it."""
+    if loader_class is None:
+        loader_class = yaml_loader()
+    import yaml
 
-    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    loader = loader_class(text)
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node)
+        return loader.construct_document(node)
     except _DuplicateKeyError as err:
         raise CdiError(f"repeated field {quote(err.key)}") from None
+    except RecursionError:  # the pure-Python composer recurses once per level
+        raise _too_deep() from None
     except yaml.MarkedYAMLError as err:
+        if err.problem == "exceeded maximum nesting depth":  # libyaml's own bound (1000 levels)
+            raise _too_deep() from None
         mark = err.problem_mark
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         raise CdiError(f"not valid JSON or YAML{where}") from None
-    except yaml.YAMLError:
+    except CdiError:
+        raise
+    except Exception:  # noqa: BLE001 - a tag's constructor fails its own way (``!!timestamp x``: AttributeError)
         raise CdiError("not valid JSON or YAML") from None
+    finally:
+        loader.dispose()
+
+
+def _check_nodes(root: object) -> None:
+    """Walk a composed YAML document once, without recursion: refuse nesting past ``MAX_NESTING``, any
+    alias (a node reached twice), a key that is not a scalar and a key given twice in one mapping."""
+    from yaml import MappingNode, ScalarNode
+
+    seen: set[int] = set()
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise CdiError("a YAML alias (*name) is refused: CDI specs need none")
+        seen.add(id(node))
+        if isinstance(node, ScalarNode):
+            continue
+        if depth > MAX_NESTING:
+            raise _too_deep()
+        if not isinstance(node, MappingNode):
+            stack.extend((child, depth + 1) for child in node.value)  # type: ignore[attr-defined]
+            continue
+        keys: set[tuple[str, str]] = set()
+        for key, value in node.value:
+            if not isinstance(key, ScalarNode):
+                raise CdiError("a mapping key must be a string")
+            if (key.tag, key.value) in keys:
+                raise _DuplicateKeyError(key.value)
+            keys.add((key.tag, key.value))
+            stack.append((key, depth + 1))
+            stack.append((value, depth + 1))
 
 
 def check_shape(value: object, shape: object, where: str) -> object:
@@ -346,49 +423,51 @@ def _net_devices_error(devices: list[dict[str, Any]]) -> str | None:
 
 
 def read_spec_file(path: str) -> bytes:
-    """Read a spec file without blocking (a FIFO is refused) and without reading more than the limit."""
+    """Read a spec file without blocking (a FIFO is refused); one over the size limit is refused unread."""
     import stat
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
         raise CdiError(f"could not read {path}: {err.strerror}") from None
+    too_large = CdiError(f"could not read {path}: larger than {MAX_SPEC_FILE_BYTES} bytes")
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise CdiError(f"could not read {path}: not a regular file")
-        chunks = []
-        size = 0
-        while size <= MAX_SPEC_FILE_BYTES:
-            chunk = os.read(fd, 1 << 16)
+        if info.st_size > MAX_SPEC_FILE_BYTES:
+            raise too_large
+        data = os.read(fd, MAX_SPEC_FILE_BYTES + 1)
+        while data and len(data) <= MAX_SPEC_FILE_BYTES:
+            chunk = os.read(fd, MAX_SPEC_FILE_BYTES + 1 - len(data))
             if not chunk:
                 break
-            chunks.append(chunk)
-            size += len(chunk)
+            data += chunk
     except OSError as err:
         raise CdiError(f"could not read {path}: {err.strerror}") from None
     finally:
         os.close(fd)
-    if size > MAX_SPEC_FILE_BYTES:
-        raise CdiError(f"could not read {path}: larger than {MAX_SPEC_FILE_BYTES} bytes")
-    return b"".join(chunks)
+    if len(data) > MAX_SPEC_FILE_BYTES:
+        raise too_large
+    return data
 
 
-def load_spec(path: str, priority: int = 0) -> Spec:
+def load_spec(path: str, priority: int = 0, *, loader: type | None = None) -> Spec:
     """Read, decode and validate one spec file; every error is a CdiError naming the file."""
     data = read_spec_file(path)
     try:
-        return parse_spec_bytes(data, path=path, priority=priority)
+        return parse_spec_bytes(data, path=path, priority=priority, loader=loader)
     except CdiError as err:
         raise CdiError(f"invalid CDI spec {path}: {err}") from None
 
 
-def parse_spec_bytes(data: bytes, *, path: str, priority: int = 0) -> Spec:
-    """Decode and validate a spec's bytes (YAML when ``path`` ends in ``.yaml``)."""
+def parse_spec_bytes(data: bytes, *, path: str, priority: int = 0, loader: type | None = None) -> Spec:
+    """Decode and validate a spec's bytes (YAML when ``path`` ends in ``.yaml``, read by ``loader``)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise CdiError(f"not valid UTF-8 at byte {err.start}") from None
-    document = decode_spec_text(text, yaml=path.endswith(".yaml"))
+    document = decode_spec_text(text, yaml=path.endswith(".yaml"), loader=loader)
     if document is None:
         raise CdiError("no Spec data")
     return build_spec(document, path=path, priority=priority)

@@ -245,3 +245,52 @@ def test_producer_written_spec_used_by_podman_run(setup: Setup, tmp_path: Path) 
     assert f"node /dev/nvidia1 {GPU_MAJOR:x}:1 character special file" in lines
     assert [line for line in lines if not line.startswith("node ")] == expected_lines(1)[1:]
     assert setup.marker.read_text() == "ran\n"
+
+
+def test_bad_specs_harm_no_one_else(setup: Setup, make_env_file: MakeEnvFile) -> None:
+    """Beside NVIDIA's spec, specs nested 100,000 deep (JSON, YAML) and an alias bomb are skipped with a
+    warning each: the container still gets its device; a device only a bad spec could define is refused
+    naming the skipped files, nothing written."""
+    bad = [
+        write_text(setup.etc / "deep.json", "[" * 100_000 + "]" * 100_000),
+        write_text(setup.etc / "deep.yaml", "[" * 100_000 + "]" * 100_000),
+        write_text(
+            setup.etc / "bomb.yaml",
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            ),
+        ),
+    ]
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1\nUSER_CUSTOM_ENV=hello\n")
+    result = setup.run_container(setup.bundle(env_file))
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stdout.splitlines() if not line.startswith("node ")] == expected_lines(1)[
+        1:
+    ]
+    reasons = {
+        "bomb.yaml": "a YAML alias (*name) is refused: CDI specs need none",
+        "deep.json": "nested more than 64 levels deep",
+        "deep.yaml": "nested more than 64 levels deep",
+    }
+    warnings = [line.split(' msg="', 1)[1] for line in result.stderr.splitlines()]
+    assert warnings == [
+        f'invalid CDI spec {setup.etc}/{name}: {reason}; skipped"' for name, reason in sorted(reasons.items())
+    ]
+    refused_file = make_env_file("NVIDIA_VISIBLE_DEVICES=other.com/gpu=0\n", name="other.env")
+    bundle = setup.bundle(refused_file, name="refused")
+    before = (bundle / "config.json").read_bytes()
+    result = setup.run_container(bundle)
+    assert result.returncode == 1
+    skipped = ", ".join(f'"{path}"' for path in sorted(bad))
+    assert result.stderr.splitlines()[-1] == (
+        f"gpu-env-runtime: env file '{refused_file}': a device it requests is defined by no CDI spec in "
+        f"{setup.etc}, {setup.run} (skipped specs: {skipped})"
+    )
+    assert (bundle / "config.json").read_bytes() == before
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

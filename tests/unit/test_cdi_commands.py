@@ -18,11 +18,12 @@ from hook.cdi.alloc import (
     list_alloc_specs,
     write_alloc_spec,
 )
-from hook.cdi.doctor import check_nvidia_runtime_mode, check_nvidia_spec
+from hook.cdi.doctor import check_nvidia_runtime_mode, check_nvidia_spec, check_yaml_loader
 from hook.cdi.registry import load_registry
 from hook.cdi.spec import load_spec
 from hook.cli import build_app
 from hook.config import parse_config
+from hook.doctor import Check
 from hook.errors import CdiError, UsageError
 
 
@@ -247,7 +248,7 @@ def test_cli_list_shows_conflicts_and_errors(node: Node) -> None:
     assert lines[1].split() == ["nvidia.com/gpu=0", str(node.spec_path)]
     assert "conflict: x.com/nic=a (defined twice at one priority; no engine resolves it)" in lines
     assert f'error: conflicting device "x.com/nic=a" (specs "{twin}", "{other}")' in lines
-    assert f"error: invalid CDI spec {broken}: not valid JSON or YAML at line 1 column 2" in lines
+    assert f"error: invalid CDI spec {broken}: not valid JSON or YAML at line 2 column 1" in lines
     code, out, _ = node.invoke("cdi", "list", "--json")
     assert json.loads(out)["conflicts"] == ["x.com/nic=a"]
 
@@ -390,3 +391,20 @@ def test_doctor_lists_cdi_checks(node: Node) -> None:
     assert "NVIDIA CDI spec" in out
     assert code in (0, 1)
     assert node.spec_path.exists()
+
+
+def test_doctor_warns_without_libyaml(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    """doctor says when PyYAML lacks libyaml's CSafeLoader (YAML specs then parse in pure Python)."""
+    import yaml
+
+    assert check_yaml_loader(node.settings()) == Check(
+        "YAML specs", ok=True, detail=f"PyYAML {yaml.__version__} with libyaml's CSafeLoader"
+    )
+    monkeypatch.delattr(yaml, "CSafeLoader")
+    check = check_yaml_loader(node.settings())
+    assert (check.ok, check.detail) == (
+        False,
+        f"PyYAML {yaml.__version__} lacks libyaml (CSafeLoader): YAML specs are read in pure Python",
+    )
+    _, out, _ = node.invoke("doctor")
+    assert "lacks libyaml (CSafeLoader)" in out

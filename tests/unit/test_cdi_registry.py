@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,63 @@ def test_unresolvable(names: list[str], message: str, tmp_path: Path) -> None:
     write_spec(tmp_path / "etc", "a.json", one_device("x.com/gpu", "0", "A=1"))
     with pytest.raises(CdiError, match=rf"^{message}$"):
         resolve_edits(load_registry([str(tmp_path / "etc")]), names)
+
+
+BAD_SHAPES = [
+    pytest.param(
+        "deep.json", "[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep", id="deep-json"
+    ),
+    pytest.param(
+        "deep.yaml", "[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep", id="deep-yaml"
+    ),
+    pytest.param(
+        "bomb.yaml",
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        ),
+        "a YAML alias (*name) is refused: CDI specs need none",
+        id="alias-bomb",
+    ),
+    pytest.param(
+        "keys.yaml",
+        "".join(f"key{i:07d}: {i:07d}\n" for i in range(1_000_000 // 20)),
+        "could not read {path}: larger than 262144 bytes",
+        id="1mb-many-keys",
+    ),
+]
+
+
+def best_of(runs: int, action: Any) -> float:
+    """The fastest of ``runs`` timings of ``action()`` (seconds)."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+@pytest.mark.parametrize(("name", "text", "reason"), BAD_SHAPES)
+def test_bad_spec_harms_no_one_else(name: str, text: str, reason: str, tmp_path: Path) -> None:
+    """A spec that cannot be decoded is skipped: another spec's device resolves, adding at most 50 ms; its
+    own device is refused naming the skipped file."""
+    etc = tmp_path / "etc"
+    write_spec(etc, "good.json", one_device("x.com/gpu", "0", "A=1"))
+
+    def create() -> None:
+        resolve_edits(load_registry([str(etc)]), ["x.com/gpu=0"])
+
+    before = best_of(5, create)
+    bad = etc / name
+    bad.write_text(text)
+    registry = load_registry([str(etc)])
+    assert resolve_edits(registry, ["x.com/gpu=0"]) == [{}, {"env": ["A=1"]}]
+    where = reason.format(path=bad) if reason.startswith("could not") else f"invalid CDI spec {bad}: {reason}"
+    assert registry.errors == {str(bad): [where]}
+    assert registry.skipped == (str(bad),)
+    with pytest.raises(
+        CdiError, match=rf'^unresolvable CDI devices "x.com/gpu=1" \(skipped specs: "{bad}"\)$'
+    ):
+        resolve_edits(registry, ["x.com/gpu=1"])
+    assert best_of(5, create) - before < 0.050

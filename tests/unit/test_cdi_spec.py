@@ -5,15 +5,27 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import hypothesis
+import hypothesis.strategies
 import pytest
+import yaml
 
 from hook.cdi.names import parse_qualified_name, quote
-from hook.cdi.spec import build_spec, load_spec
+from hook.cdi.spec import (
+    MAX_NESTING,
+    MAX_SPEC_FILE_BYTES,
+    build_spec,
+    decode_spec_text,
+    load_spec,
+    yaml_loader,
+)
 from hook.cdi.version import minimum_version
 from hook.errors import CdiError
 
@@ -386,3 +398,149 @@ def test_parse_qualified_name_errors(name: str, message: str) -> None:
     """pkg/parser's messages for names that are not fully qualified."""
     with pytest.raises(CdiError, match=rf"^{message}$"):
         parse_qualified_name(name)
+
+
+# --- bounded decoding: one verdict from the JSON decoder, libyaml's CSafeLoader and PyYAML's SafeLoader ------
+
+LOADERS = [
+    pytest.param(yaml.CSafeLoader, id="c-loader"),
+    pytest.param(yaml.SafeLoader, id="python-loader"),
+]
+TOO_DEEP = f"nested more than {MAX_NESTING} levels deep"
+ALIAS = "a YAML alias (*name) is refused: CDI specs need none"
+
+
+def nested_annotations(depth: int) -> str:
+    """A spec of ``depth`` nested mappings in all, the innermost holding a string (JSON, which YAML reads too)."""
+    inner = '"x"'
+    for _ in range(depth - 1):
+        inner = '{"a": ' + inner + "}"
+    return '{"annotations": ' + inner + "}"
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """The billion laughs: each list names the previous one ten times (10**levels strings when expanded)."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def merge_bomb(levels: int = 30) -> str:
+    """Merge keys doubling a mapping's pairs at every level (flattened, 2**levels pairs)."""
+    lines = ["m0: &m0 {a: 1}"]
+    lines += [f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}]}}" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("[" * 5_000 + "]" * 5_000, TOO_DEEP, id="deep-flow-past-libyaml-bound"),
+        pytest.param("[" * 500 + "]" * 500, TOO_DEEP, id="deep-flow-500"),
+        pytest.param(nested_annotations(MAX_NESTING + 1), TOO_DEEP, id="deep-annotations-just-over"),
+        pytest.param(
+            "".join(f"{' ' * i}a:\n" for i in range(300)) + " " * 300 + "a: x\n",
+            TOO_DEEP,
+            id="deep-block-yaml",
+        ),
+        pytest.param(alias_bomb(), ALIAS, id="alias-bomb"),
+        pytest.param(merge_bomb(), ALIAS, id="merge-key-bomb"),
+        pytest.param("a: &x 1\nb: *x\n", ALIAS, id="scalar-alias"),
+        pytest.param("? [a]\n: b\n", "a mapping key must be a string", id="sequence-key"),
+        pytest.param(
+            "".join(f"k{i}: {i}\n" for i in range(5_000)) + "k7: 0\n",
+            'repeated field "k7"',
+            id="many-keys-repeat",
+        ),
+        pytest.param('"a": 1\na: 2\n', 'repeated field "a"', id="quoted-and-plain-key"),
+        pytest.param("a: !!int x\n", "not valid JSON or YAML", id="tag-value-error"),
+        pytest.param("a: !!float x\n", "not valid JSON or YAML", id="float-tag-value-error"),
+        pytest.param("a: !!timestamp x\n", "not valid JSON or YAML", id="timestamp-tag-value-error"),
+    ],
+)
+@pytest.mark.parametrize("loader", LOADERS)
+def test_bounded_yaml_one_verdict(text: str, message: str, loader: type) -> None:
+    """Each bad shape is refused in the same words by either PyYAML loader."""
+    with pytest.raises(CdiError, match=rf"^{re.escape(message)}$"):
+        decode_spec_text(text, yaml=True, loader=loader)
+
+
+def test_json_deep_past_recursion_limit() -> None:
+    """100,000 nested arrays: the C scanner's RecursionError is the same refusal, not an internal error."""
+    with pytest.raises(CdiError, match=rf"^{re.escape(TOO_DEEP)}$"):
+        decode_spec_text("[" * 100_000 + "]" * 100_000, yaml=False)
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("[" * 5_000 + "]" * 5_000, TOO_DEEP, id="deep-5000"),
+        pytest.param("[" * 500 + "]" * 500, TOO_DEEP, id="deep-500"),
+        pytest.param(nested_annotations(MAX_NESTING + 1), TOO_DEEP, id="just-over"),
+        pytest.param('{"a": 1, "b": 2, "a": 3}', 'repeated field "a"', id="repeated"),
+    ],
+)
+def test_json_and_yaml_one_verdict(text: str, message: str, loader: type) -> None:
+    """JSON text gets the same verdict read as JSON (a .json file) and as YAML (a .yaml file)."""
+    for as_yaml in (False, True):
+        with pytest.raises(CdiError, match=rf"^{re.escape(message)}$"):
+            decode_spec_text(text, yaml=as_yaml, loader=loader)
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+def test_nesting_limit_itself_accepted(loader: type) -> None:
+    """Nested exactly MAX_NESTING levels decodes (to be refused by the shape check, not the decoder)."""
+    text = nested_annotations(MAX_NESTING)
+    assert decode_spec_text(text, yaml=False) == decode_spec_text(text, yaml=True, loader=loader)
+
+
+def test_default_loader_is_libyaml() -> None:
+    """YAML specs are parsed by libyaml when PyYAML has it (the pure-Python loader is ~5x slower)."""
+    assert yaml_loader() is yaml.CSafeLoader
+
+
+def test_repeated_key_check_is_linear() -> None:
+    """Four times the keys cost well under sixteen times as long (the old check was quadratic)."""
+
+    def best(keys: int) -> float:
+        text = "".join(f"k{i}: {i}\n" for i in range(keys)) + "k1: 0\n"
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            with pytest.raises(CdiError, match='repeated field "k1"'):
+                decode_spec_text(text, yaml=True)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    assert best(20_000) < 8 * best(5_000)
+
+
+def test_spec_over_size_cap_skipped_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec larger than the cap is refused from its size, before a byte is read."""
+    path = tmp_path / "big.json"
+    with path.open("wb") as fh:
+        fh.truncate(MAX_SPEC_FILE_BYTES + 1)
+
+    def no_read(fd: int, size: int) -> bytes:
+        raise AssertionError("read")
+
+    monkeypatch.setattr(os, "read", no_read)
+    with pytest.raises(CdiError, match=rf"^could not read {path}: larger than {MAX_SPEC_FILE_BYTES} bytes$"):
+        load_spec(str(path))
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(text=hypothesis.strategies.text(alphabet="[]{}:,-&*!<>?|'\"\n #abx01.", max_size=80))
+@pytest.mark.parametrize("loader", LOADERS)
+def test_any_text_is_a_value_or_a_refusal(loader: type, text: str) -> None:
+    """Whatever the text, decoding ends in a value or a CdiError (never another exception). The two PyYAML
+    parsers themselves differ on odd text (``!`` alone is "" to libyaml, null to PyYAML), so only the bounds
+    above are pinned to one verdict."""
+    try:
+        decode_spec_text(text, yaml=True, loader=loader)
+    except CdiError as err:
+        message = str(err)
+    else:
+        message = ""
+    assert "\n" not in message
