@@ -285,32 +285,39 @@ def setup_missing(env_dir: Path, tmp_path: Path) -> str:
     return "none.env"
 
 
+# The env file's own refusals (location, type, mode, content, pin), also the NRI plugin's table
+# (tests/unit/test_nri.py): each is decided before any rule on the merged environment.
+FILE_REFUSALS = [
+    pytest.param(setup_symlink, "env file '{dir}/a.env': is a symlink, not a regular file", id="symlink"),
+    pytest.param(setup_fifo, "env file '{dir}/a.env': is a FIFO, not a regular file", id="fifo"),
+    pytest.param(
+        file_with("NVIDIA_VISIBLE_DEVICES=0\n", 0o666),
+        "env file '{dir}/a.env': must not be group- or world-writable (mode 0666)",
+        id="world-writable",
+    ),
+    pytest.param(
+        file_with("NVIDIA_VISIBLE_DEVICES=0\nLD_PRELOAD=/tmp/evil.so\n"),
+        "env file '{dir}/a.env' line 2: a key matching LD_* may not be set from an env file",
+        id="refused-key",
+    ),
+    pytest.param(
+        file_with("GPU_ENV_HOOK_POD_UID=uid-2\nNVIDIA_VISIBLE_DEVICES=0\n"),
+        "env file '{dir}/a.env': is pinned to another pod (annotation io.kubernetes.cri.sandbox-uid differs)",
+        id="pin-mismatch",
+    ),
+    pytest.param(setup_missing, "env file '{dir}/none.env': does not exist", id="missing"),
+]
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
-        pytest.param(setup_symlink, "env file '{dir}/a.env': is a symlink, not a regular file", id="symlink"),
-        pytest.param(setup_fifo, "env file '{dir}/a.env': is a FIFO, not a regular file", id="fifo"),
-        pytest.param(
-            file_with("NVIDIA_VISIBLE_DEVICES=0\n", 0o666),
-            "env file '{dir}/a.env': must not be group- or world-writable (mode 0666)",
-            id="world-writable",
-        ),
-        pytest.param(
-            file_with("NVIDIA_VISIBLE_DEVICES=0\nLD_PRELOAD=/tmp/evil.so\n"),
-            "env file '{dir}/a.env' line 2: a key matching LD_* may not be set from an env file",
-            id="refused-key",
-        ),
-        pytest.param(
-            file_with("GPU_ENV_HOOK_POD_UID=uid-2\nNVIDIA_VISIBLE_DEVICES=0\n"),
-            "env file '{dir}/a.env': is pinned to another pod (annotation io.kubernetes.cri.sandbox-uid differs)",
-            id="pin-mismatch",
-        ),
+        *FILE_REFUSALS,
         pytest.param(
             file_with("NVIDIA_VISIBLE_DEVICES=0\nNVIDIA_DRIVER_CAPABILITIES=secret-cap\n"),
             "env file '{dir}/a.env': NVIDIA_DRIVER_CAPABILITIES names capabilities outside supported-driver-capabilities",
             id="rule-failure-after-merge",
         ),
-        pytest.param(setup_missing, "env file '{dir}/none.env': does not exist", id="missing"),
     ],
 )
 def test_refusal_is_one_line_and_leaves_the_bundle_alone(

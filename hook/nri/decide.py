@@ -1,0 +1,169 @@
+"""The NRI plugin's decision for one container being created: the adjustment, or a refusal.
+
+A container whose environment names no env file gets no adjustment at all. For one that does, the file is
+resolved by the hook's own code (``hook.envfile``: trusted directories, owner and mode, content rules) and
+its pin checked against the pod identity the runtime sent in the NRI request (``PodSandbox.uid`` and the
+container's name): the subset of NRI's protocol we decode has no annotations, so nothing a pod spec
+chooses can stand in for the identity. The answer:
+
+- the file's variables as env adjustments, and the variable naming the file removed: a container whose
+  environment still names a file was not handled by the plugin (the backstop hook refuses it);
+- legacy mode: our prestart hook, handed the decision as the runtime shim hands it
+  (``-env-file-merged=pinned:NAMES``): the hook never reads the file again and calls nvidia-container-cli
+  once; none is added when the container already has a GPU hook;
+- CDI mode: the requested devices as CDI device names (``NVIDIA_VISIBLE_DEVICES=void``), which the runtime
+  resolves itself: containerd >= 2.1. containerd 2.0 ignores CDI names, so there the container is refused.
+
+A refusal raises a HookError whose one line the plugin returns as the request's error: the runtime fails
+the creation with it.
+"""
+
+from __future__ import annotations
+
+from hook import envvars
+from hook.nri import nri_pb2
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hook.config import Settings
+
+# containerd sets these annotations itself from the same identity; the pin rules are written against them.
+ENGINE = "containerd"
+
+
+class Context:
+    """What the plugin knows for every decision: the settings, the config text, the runtime, our hook."""
+
+    __slots__ = ("config_text", "hook", "runtime_name", "runtime_version", "settings")
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        config_text: str | None,
+        hook: dict[str, object],
+        runtime_name: str = "",
+        runtime_version: str = "",
+    ) -> None:
+        self.settings = settings
+        self.config_text = config_text
+        self.hook = hook
+        self.runtime_name = runtime_name
+        self.runtime_version = runtime_version
+
+
+def pod_identity(pod: nri_pb2.PodSandbox, container: nri_pb2.Container) -> dict[str, str]:
+    """The pod identity from the NRI request, under the keys the pin rules check (``hook.envfile``)."""
+    uid_key, name_key = envvars.POD_BINDING_ANNOTATIONS[ENGINE]
+    identity = {uid_key: pod.uid, name_key: container.name}
+    return {key: value for key, value in identity.items() if value}
+
+
+def cdi_names_applied(runtime_name: str, runtime_version: str) -> bool:
+    """Tell whether the runtime applies an adjustment's CDI device names: containerd >= 2.1."""
+    if runtime_name != "containerd":
+        return False
+    parts = runtime_version.lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        return False
+    return (major, minor) >= (2, 1)
+
+
+def hook_entries(hooks: nri_pb2.Hooks) -> dict[str, object]:
+    """The container's prestart and createRuntime hooks as a spec's ``hooks`` (what hook.handoff reads)."""
+    return {
+        "hooks": {
+            "prestart": [{"path": hook.path, "args": list(hook.args)} for hook in hooks.prestart],
+            "createRuntime": [{"path": hook.path, "args": list(hook.args)} for hook in hooks.create_runtime],
+        }
+    }
+
+
+def adjust_container(
+    pod: nri_pb2.PodSandbox, container: nri_pb2.Container, context: Context
+) -> nri_pb2.ContainerAdjustment | None:
+    """Return the adjustment for a container being created, None to leave it untouched; refuse a bad file."""
+    from hook.bundle import parse_env
+
+    settings = context.settings
+    variable = settings.env_file.variable
+    entries = list(container.env)
+    env = parse_env(entries)
+    if not env.get(variable):
+        return None
+    from hook.envfile import resolve_env_file
+
+    env_settings = settings.env_file._replace(pod_binding_engine=ENGINE)
+    env_file = resolve_env_file(env, pod_identity(pod, container), env_settings)
+    adjust = nri_pb2.ContainerAdjustment()
+    adjust.env.add(key="-" + variable)  # handled: the backstop lets it through
+    if env_file is None:  # a missing file, ignored by [env-file] on-missing
+        return adjust
+    for name, value in env_file.values.items():
+        adjust.env.add(key=name, value=value)
+    merged = {**env, **env_file.values}
+    del merged[variable]
+    if settings.device_mode == "cdi":
+        trusted = frozenset(env_file.values) if env_file.pinned else frozenset()
+        _name_cdi_devices(adjust, container, merged, trusted, context)
+    else:
+        _add_our_hook(adjust, container, env_file.pinned, list(env_file.values), context)
+    return adjust
+
+
+def _add_our_hook(
+    adjust: nri_pb2.ContainerAdjustment,
+    container: nri_pb2.Container,
+    pinned: bool,
+    names: list[str],
+    context: Context,
+) -> None:
+    """Legacy mode: add our prestart hook with the decision in its args, unless a GPU hook is there."""
+    from hook.handoff import build_handoff, with_handoff
+    from hook.shim import has_gpu_hook
+
+    if has_gpu_hook(hook_entries(container.hooks)):
+        return
+    entry = with_handoff(context.hook, build_handoff(pinned, names))
+    hook = adjust.hooks.prestart.add(path=str(entry["path"]))
+    hook.args.extend(str(arg) for arg in entry["args"])  # type: ignore[attr-defined]  # a list of str
+    hook.env.extend(str(item) for item in entry.get("env", []))  # type: ignore[attr-defined]
+    hook.timeout.value = context.settings.hook_timeout
+
+
+def _name_cdi_devices(
+    adjust: nri_pb2.ContainerAdjustment,
+    container: nri_pb2.Container,
+    env: dict[str, str],
+    trusted: frozenset[str],
+    context: Context,
+) -> None:
+    """CDI mode: the devices the merged environment asks for (the hook's privilege gate, a container never
+    counted privileged here), named for the runtime to resolve."""
+    from hook.cdi.inject import VOID, cdi_device_names
+    from hook.devices import resolve_devices
+
+    settings = context.settings
+    devices = resolve_devices(
+        env,
+        [(mount.source, mount.destination) for mount in container.mounts],
+        swarm_resource=settings.swarm_resource,
+        accept_volume_mounts=settings.accept_volume_mounts,
+        accept_envvar_unprivileged=settings.accept_envvar_unprivileged,
+        privileged=False,
+        trusted=trusted,
+    )
+    if not devices:
+        return
+    if not cdi_names_applied(context.runtime_name, context.runtime_version):
+        from hook.errors import CdiError
+
+        raise CdiError(
+            f"gpu-env-hook nri: CDI mode needs containerd >= 2.1 to apply CDI device names "
+            f"(the runtime is {context.runtime_name} {context.runtime_version})"
+        )
+    for name in cdi_device_names(devices, settings.cdi.default_kind):
+        adjust.CDI_devices.add(name=name)
+    adjust.env.add(key=envvars.NVIDIA_VISIBLE_DEVICES, value=VOID)

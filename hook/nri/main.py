@@ -1,0 +1,36 @@
+"""``gpu-env-hook nri [SOCKET]``: load the configuration once, build our hook's entry, serve the runtime."""
+
+from __future__ import annotations
+
+from hook import envvars
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hook.nri.decide import Context
+
+
+def run_nri(args: list[str], *, config: str | None) -> int:
+    """Run the plugin until stopped; a bad command line or configuration is refused before connecting."""
+    from hook.errors import UsageError
+    from hook.nri.plugin import DEFAULT_SOCKET, run
+
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        raise UsageError("nri takes at most one argument, the NRI socket's path")
+    return run(args[0] if args else DEFAULT_SOCKET, build_context(config))
+
+
+def build_context(config: str | None) -> Context:
+    """The plugin's settings (config.toml read once, ``pod-binding-engine`` containerd) and our hook entry."""
+    from hook.config import parse_config
+    from hook.configfile import find_config_path, load_config_text
+    from hook.nri.decide import ENGINE, Context
+    from hook.paths import environ
+    from hook.shim import own_hook_entry
+
+    env = environ()
+    config_path, required = find_config_path(config, env)
+    config_text = load_config_text(config_path, required=required)
+    source = config_path if config_text is not None else None
+    settings = parse_config(config_text, source=source, engine=ENGINE)
+    hook = own_hook_entry(source, {**env, envvars.GPU_ENV_HOOK_ENGINE: ENGINE})
+    return Context(settings=settings, config_text=config_text, hook=hook)

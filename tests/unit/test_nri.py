@@ -1,0 +1,306 @@
+"""The NRI plugin without a runtime: its generated code, its framing, and its decisions (hook.nri)."""
+
+from __future__ import annotations
+
+import filecmp
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from hypothesis import given
+from hypothesis import strategies as st
+from test_envfile_hook import FILE_REFUSALS
+
+from hook.config import parse_config
+from hook.errors import CdiError, EnvFileError
+from hook.nri import nri_pb2, wire
+from hook.nri.decide import Context, adjust_container, cdi_names_applied
+
+VAR = "NVIDIA_ENV_FROM_FILE"
+HOOK: dict[str, object] = {
+    "path": "/usr/local/bin/gpu-env-hook",
+    "args": ["gpu-env-hook", "prestart"],
+    "env": ["PATH=/usr/bin"],
+}
+POD = nri_pb2.PodSandbox(id="sandbox-1", name="web", uid="uid-1", namespace="team-a")
+
+
+# --- the generated code is what protoc writes from the committed .proto files ------------------------------
+
+
+def test_generated_code_matches_the_proto_files(tmp_path: Path) -> None:
+    """nri_pb2.py/.pyi and ttrpc_pb2.py/.pyi are exactly protoc's output for the .proto files beside them."""
+    from grpc_tools import protoc
+
+    source = REPO / "hook"
+    protos = [str(source / "nri" / "nri.proto"), str(source / "nri" / "ttrpc.proto")]
+    status = protoc.main(
+        ["protoc", f"-I{source}", f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", *protos]
+    )
+    assert status == 0
+    names = ["nri_pb2.py", "nri_pb2.pyi", "ttrpc_pb2.py", "ttrpc_pb2.pyi"]
+    match, mismatch, errors = filecmp.cmpfiles(tmp_path / "nri", source / "nri", names, shallow=False)
+    assert (mismatch, errors) == ([], []), "regenerate: see the comment at the top of hook/nri/nri.proto"
+    assert sorted(match) == names
+
+
+def test_field_numbers_are_nris() -> None:
+    """The fields the plugin depends on carry NRI's numbers (pkg/api/api.proto)."""
+    fields = {
+        (message.name, field.name): field.number
+        for message in nri_pb2.DESCRIPTOR.message_types_by_name.values()
+        for field in message.fields
+    }
+    assert fields[("PodSandbox", "uid")] == 3
+    assert fields[("PodSandbox", "namespace")] == 4
+    assert fields[("Container", "env")] == 8
+    assert fields[("Container", "hooks")] == 10
+    assert fields[("ContainerAdjustment", "env")] == 4
+    assert fields[("ContainerAdjustment", "hooks")] == 5
+    assert fields[("ContainerAdjustment", "CDI_devices")] == 8
+    assert fields[("SynchronizeRequest", "more")] == 3
+    assert fields[("SynchronizeResponse", "more")] == 2
+    assert fields[("ConfigureResponse", "events")] == 2
+    assert "annotations" not in {name for message, name in fields if message == "PodSandbox"}
+
+
+# --- framing ------------------------------------------------------------------------------------------------
+
+
+def test_encode_lays_out_both_headers() -> None:
+    """One mux frame: conn id and length, then ttrpc's length, stream id, type and flags, then the data."""
+    assert wire.encode(2, 1, wire.REQUEST, b"abc") == (
+        b"\x00\x00\x00\x02\x00\x00\x00\x0d" + b"\x00\x00\x00\x03\x00\x00\x00\x01\x01\x00" + b"abc"
+    )
+
+
+@given(
+    messages=st.lists(
+        st.tuples(st.sampled_from([1, 2]), st.integers(0, 2**32 - 1), st.binary(max_size=300)), max_size=6
+    ),
+    cuts=st.lists(st.integers(1, 40), min_size=1, max_size=20),
+)
+def test_demux_reassembles_any_cut(messages: list[tuple[int, int, bytes]], cuts: list[int]) -> None:
+    """Messages come out whole and in order however the socket cuts the bytes."""
+    data = b"".join(wire.encode(conn, stream, wire.RESPONSE, payload) for conn, stream, payload in messages)
+    demux = wire.Demux()
+    out: list[wire.Message] = []
+    position = 0
+    index = 0
+    while position < len(data):
+        step = cuts[index % len(cuts)]
+        out += demux.feed(data[position : position + step])
+        position += step
+        index += 1
+    assert [(m.conn, m.stream, m.data) for m in out] == messages
+
+
+def test_a_message_spanning_frames_is_joined() -> None:
+    """The runtime's ttrpc writes a large message in pieces (its buffered writer's size), each its own
+    frame, interleaved with the other connection's frames: the message is joined again."""
+    payload = bytes(range(256)) * 40
+    stream = wire.encode(1, 3, wire.REQUEST, payload)[wire.MUX_HEADER.size :]
+    other = wire.encode(2, 1, wire.RESPONSE, b"ok")
+    pieces = [stream[start : start + 4096] for start in range(0, len(stream), 4096)]
+    data = b"".join(wire.MUX_HEADER.pack(1, len(piece)) + piece + other for piece in pieces)
+    messages = wire.Demux().feed(data)
+    assert [(m.conn, m.stream, m.data) for m in messages] == [(2, 1, b"ok")] * 2 + [
+        (1, 3, payload),
+        (2, 1, b"ok"),
+    ]
+
+
+def test_too_large_a_message_is_not_sent() -> None:
+    """An answer above ttrpc's 4 MiB limit is an error here, not a frame the runtime refuses."""
+    with pytest.raises(wire.ProtocolError) as refused:
+        wire.encode(1, 1, wire.RESPONSE, bytes(wire.TTRPC_MAX + 1))
+    assert str(refused.value) == "message of 4194305 bytes exceeds ttrpc's limit of 4194304"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        pytest.param(
+            b"\x00\x00\x00\x00\x00\x00\x00\x01x", "bad multiplexer frame (connection 0, 1 bytes)", id="conn-0"
+        ),
+        pytest.param(
+            b"\x00\x00\x00\x01\x01\x00\x00\x00",
+            "bad multiplexer frame (connection 1, 16777216 bytes)",
+            id="huge-frame",
+        ),
+        pytest.param(
+            b"\x00\x00\x00\x01\x00\x00\x00\x0a" + b"\x00\x50\x00\x00\x00\x00\x00\x01\x01\x00",
+            "ttrpc message of 5242880 bytes exceeds the limit of 4194304",
+            id="huge-message",
+        ),
+    ],
+)
+def test_broken_framing_is_a_protocol_error(data: bytes, message: str) -> None:
+    """A peer that breaks the framing ends the session (the plugin reconnects)."""
+    with pytest.raises(wire.ProtocolError) as broken:
+        wire.Demux().feed(data)
+    assert str(broken.value) == message
+
+
+# --- decisions ----------------------------------------------------------------------------------------------
+
+
+def make_context(
+    tmp_path: Path, toml: str = "", runtime: tuple[str, str] = ("containerd", "v2.3.0")
+) -> Context:
+    """A plugin context whose env files live in tmp/nvidia-env."""
+    text = f'[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n{toml}'
+    settings = parse_config(text, suse=False, engine="containerd")
+    return Context(
+        settings=settings, config_text=text, hook=HOOK, runtime_name=runtime[0], runtime_version=runtime[1]
+    )
+
+
+def write_env_file(tmp_path: Path, content: str, name: str = "a.env") -> Path:
+    """A root-owned 0644 env file in the accepted directory."""
+    directory = tmp_path / "nvidia-env"
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_text(content)
+    path.chmod(0o644)
+    return path
+
+
+def container(env: list[str], *, name: str = "main", hooks: nri_pb2.Hooks | None = None) -> nri_pb2.Container:
+    """A container as NRI describes it at CreateContainer."""
+    return nri_pb2.Container(id="c1", pod_sandbox_id="sandbox-1", name=name, env=env, hooks=hooks)
+
+
+def env_of(adjust: nri_pb2.ContainerAdjustment) -> list[tuple[str, str]]:
+    """The env adjustments, in order."""
+    return [(kv.key, kv.value) for kv in adjust.env]
+
+
+def test_container_without_env_file_is_untouched(tmp_path: Path) -> None:
+    """No env file: no adjustment at all, whatever else the container asks for."""
+    context = make_context(tmp_path)
+    assert adjust_container(POD, container(["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all"]), context) is None
+    assert adjust_container(POD, container([f"{VAR}="]), context) is None
+
+
+def test_legacy_mode_merges_and_adds_our_hook_with_the_decision(tmp_path: Path) -> None:
+    """The file's variables as env adjustments, the variable naming it removed, and our prestart hook told
+    that the file is merged and pinned (it never reads the file again)."""
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0\nA=1\n")
+    adjust = adjust_container(POD, container(["PATH=/bin", f"{VAR}={path}"]), make_context(tmp_path))
+    assert adjust is not None
+    assert env_of(adjust) == [(f"-{VAR}", ""), ("NVIDIA_VISIBLE_DEVICES", "0"), ("A", "1")]
+    [hook] = adjust.hooks.prestart
+    assert hook.path == "/usr/local/bin/gpu-env-hook"
+    assert list(hook.args) == ["gpu-env-hook", "-env-file-merged=pinned:NVIDIA_VISIBLE_DEVICES,A", "prestart"]
+    assert list(hook.env) == ["PATH=/usr/bin"]
+    assert hook.timeout.value == 60
+    assert not adjust.CDI_devices
+
+
+def test_pin_is_checked_against_the_pod_and_container_nri_names(tmp_path: Path) -> None:
+    """GPU_ENV_HOOK_CONTAINER_NAME is checked against the container's name in the request."""
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nGPU_ENV_HOOK_CONTAINER_NAME=main\nX=1\n")
+    assert adjust_container(POD, container([f"{VAR}={path}"]), make_context(tmp_path)) is not None
+    with pytest.raises(EnvFileError) as refused:
+        adjust_container(POD, container([f"{VAR}={path}"], name="sidecar"), make_context(tmp_path))
+    assert str(refused.value) == (
+        f"env file '{path}': is pinned to another container "
+        "(annotation io.kubernetes.cri.container-name differs)"
+    )
+
+
+def test_pod_without_identity_cannot_use_a_pinned_file(tmp_path: Path) -> None:
+    """A pod the runtime gives no uid (not a CRI pod) never matches a pin."""
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nX=1\n")
+    anonymous = nri_pb2.PodSandbox(id="s", name="x")
+    with pytest.raises(EnvFileError) as refused:
+        adjust_container(anonymous, container([f"{VAR}={path}"]), make_context(tmp_path))
+    assert str(refused.value) == (
+        f"env file '{path}': is pinned to a pod but the container has no io.kubernetes.cri.sandbox-uid "
+        "annotation (pod-binding-engine containerd)"
+    )
+
+
+@pytest.mark.parametrize(("setup", "message"), FILE_REFUSALS)
+def test_refusals_are_the_hooks(tmp_path: Path, setup: Callable[[Path, Path], str], message: str) -> None:
+    """The hook's table of env-file refusals, through the plugin: the same one line, no content shown."""
+    env_dir = tmp_path / "nvidia-env"
+    env_dir.mkdir()
+    name = setup(env_dir, tmp_path)
+    request = container(["NVIDIA_VISIBLE_DEVICES=fake0", f"{VAR}={env_dir}/{name}"])
+    with pytest.raises(EnvFileError) as refused:
+        adjust_container(POD, request, make_context(tmp_path))
+    assert str(refused.value) == message.format(dir=env_dir)
+
+
+def test_missing_file_ignored_still_marks_the_container_handled(tmp_path: Path) -> None:
+    """on-missing = "ignore": nothing merged, no hook, but the variable is removed (handled)."""
+    (tmp_path / "nvidia-env").mkdir()
+    request = container([f"{VAR}={tmp_path}/nvidia-env/none.env"])
+    adjust = adjust_container(POD, request, make_context(tmp_path, 'on-missing = "ignore"\n'))
+    assert adjust is not None
+    assert env_of(adjust) == [(f"-{VAR}", "")]
+    assert not adjust.hooks.prestart
+
+
+@pytest.mark.parametrize(
+    "hooks",
+    [
+        pytest.param(
+            nri_pb2.Hooks(prestart=[nri_pb2.Hook(path="/usr/bin/nvidia-container-runtime-hook", args=["x"])]),
+            id="nvidias-hook",
+        ),
+        pytest.param(
+            nri_pb2.Hooks(create_runtime=[nri_pb2.Hook(path="/opt/x/gpu-env-hook", args=["gpu-env-hook"])]),
+            id="ours-at-create-runtime",
+        ),
+    ],
+)
+def test_no_second_gpu_hook(tmp_path: Path, hooks: nri_pb2.Hooks) -> None:
+    """A container that already has a GPU hook gets its variables but no hook of ours (the cli runs once)."""
+    path = write_env_file(tmp_path, "NVIDIA_VISIBLE_DEVICES=0\n")
+    adjust = adjust_container(POD, container([f"{VAR}={path}"], hooks=hooks), make_context(tmp_path))
+    assert adjust is not None
+    assert not adjust.hooks.prestart
+    assert ("NVIDIA_VISIBLE_DEVICES", "0") in env_of(adjust)
+
+
+def test_cdi_mode_names_devices_on_containerd_2_1(tmp_path: Path) -> None:
+    """CDI mode: the file's devices as CDI names (the pin lets them past the unprivileged gate), no hook."""
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0,GPU-abc\n")
+    context = make_context(tmp_path, '[gpu-env]\ndevice-mode = "cdi"\n', runtime=("containerd", "2.1.4"))
+    adjust = adjust_container(POD, container([f"{VAR}={path}"]), context)
+    assert adjust is not None
+    assert [device.name for device in adjust.CDI_devices] == ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-abc"]
+    assert env_of(adjust)[-1] == ("NVIDIA_VISIBLE_DEVICES", "void")
+    assert not adjust.hooks.prestart
+
+
+def test_cdi_mode_refused_on_containerd_2_0(tmp_path: Path) -> None:
+    """containerd 2.0 ignores CDI names in an adjustment: the container is refused, never run without GPUs."""
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0\n")
+    context = make_context(tmp_path, '[gpu-env]\ndevice-mode = "cdi"\n', runtime=("containerd", "v2.0.5"))
+    with pytest.raises(CdiError) as refused:
+        adjust_container(POD, container([f"{VAR}={path}"]), context)
+    assert str(refused.value) == (
+        "gpu-env-hook nri: CDI mode needs containerd >= 2.1 to apply CDI device names "
+        "(the runtime is containerd v2.0.5)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "expected"),
+    [
+        pytest.param("containerd", "v2.1.0", True, id="v2.1"),
+        pytest.param("containerd", "2.3.0-dev", True, id="2.3-dev"),
+        pytest.param("containerd", "v2.0.7", False, id="v2.0"),
+        pytest.param("containerd", "1.7.27", False, id="1.7"),
+        pytest.param("containerd", "garbage", False, id="unparsable"),
+        pytest.param("cri-o", "1.34.0", False, id="cri-o-not-yet"),
+    ],
+)
+def test_cdi_names_applied(name: str, version: str, expected: bool) -> None:
+    """The runtime name and version from Configure decide whether CDI names are applied."""
+    assert cdi_names_applied(name, version) is expected
