@@ -45,6 +45,8 @@ Commands:
         merge the env file into the config on stdin and print it (podman precreate hook)
   nri [SOCKET]
         run as an NRI plugin on containerd 2.x (default socket /var/run/nri/nri.sock)
+  nri-backstop
+        OCI hook: refuse a container whose env file the NRI plugin did not handle
   resolve, validate, env-file, cdi, config, doctor, install, uninstall
         commands for people: '{PROG} --help' lists them, '{PROG} COMMAND -h' explains one
 """
@@ -132,11 +134,17 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         from hook.precreate import run_precreate
 
         return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, environ())
-    if command == "nri":
-        from hook.nri.main import run_nri
-
+    if command in ("nri", "nri-backstop"):
         config = flags.get("config")
-        return run_nri(rest[1:], config=config if isinstance(config, str) and config else None)
+        config_path = config if isinstance(config, str) and config else None
+        if command == "nri":
+            from hook.nri.main import run_nri
+
+            return run_nri(rest[1:], config=config_path)
+        from hook.nri.backstop import run_backstop
+        from hook.paths import environ
+
+        return run_backstop(sys.stdin.buffer, environ(), config_path)
     if command in HUMAN_COMMANDS or command == "help":
         config = flags.get("config")
         config_path = config if isinstance(config, str) and config else None

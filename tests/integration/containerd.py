@@ -110,10 +110,16 @@ def config_dump(
 class Containerd:
     """One containerd daemon for one test: own root, state and socket, the node's files at node paths."""
 
-    def __init__(self, node: Path, workdir: Path, *, config: str = NODE_CONFIG) -> None:
+    def __init__(
+        self, node: Path, workdir: Path, *, config: str = NODE_CONFIG, binaries: Path | None = None
+    ) -> None:
         self.node = node
         self.workdir = workdir
         self.config = config
+        # Another build (e.g. containerd 2.x from source): its containerd, ctr and shim, found first on PATH.
+        self.binaries = binaries
+        self.containerd = str(binaries / "containerd") if binaries else CONTAINERD
+        self.ctr_path = str(binaries / "ctr") if binaries and (binaries / "ctr").exists() else CTR
         self.address = str(workdir / "containerd.sock")
         self.log_path = workdir / "containerd.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -123,7 +129,7 @@ class Containerd:
         for name in ("root", "state"):
             (self.workdir / name).mkdir(parents=True, exist_ok=True)
         argv = [
-            CONTAINERD,
+            self.containerd,
             *config_flag(self.config),
             "--root",
             str(self.workdir / "root"),
@@ -134,6 +140,9 @@ class Containerd:
             "--log-level",
             "info",
         ]
+        env = None
+        if self.binaries is not None:
+            env = {**os.environ, "PATH": f"{self.binaries}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 namespace_argv(self.node, self.workdir, argv),
@@ -141,6 +150,7 @@ class Containerd:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=env,
             )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -163,7 +173,7 @@ class Containerd:
         self, *args: str, namespace: str = CRI_NAMESPACE, check: bool = True, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
         """Run ``ctr --address SOCK -n NAMESPACE ARGS`` and capture its output."""
-        argv = [CTR, "--address", self.address, "--namespace", namespace, *args]
+        argv = [self.ctr_path, "--address", self.address, "--namespace", namespace, *args]
         proc = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
         )
@@ -214,9 +224,11 @@ class Containerd:
 
 
 @contextlib.contextmanager
-def running(node: Path, workdir: Path, *, config: str = NODE_CONFIG) -> Iterator[Containerd]:
+def running(
+    node: Path, workdir: Path, *, config: str = NODE_CONFIG, binaries: Path | None = None
+) -> Iterator[Containerd]:
     """Start a containerd for ``node`` and stop it (and its shims) when the block ends, however it ends."""
-    daemon = Containerd(node, workdir, config=config)
+    daemon = Containerd(node, workdir, config=config, binaries=binaries)
     try:
         yield daemon.start()
     finally:
