@@ -6,7 +6,7 @@ its pin checked against the pod identity the runtime sent in the NRI request (``
 container's name): the subset of NRI's protocol we decode has no annotations, so nothing a pod spec
 chooses can stand in for the identity. The answer:
 
-- the file's variables as env adjustments, and the variable naming the file removed: a container whose
+- the file's variables as env adjustments, and the variable naming the file set empty: a container whose
   environment still names a file was not handled by the plugin (the backstop hook refuses it);
 - legacy mode: our prestart hook, handed the decision as the runtime shim hands it
   (``-env-file-merged=pinned:NAMES``): the hook never reads the file again and calls nvidia-container-cli
@@ -25,8 +25,11 @@ from hook.nri import nri_pb2
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from hook.config import Settings
 
+BACKSTOP = "nri-backstop"
 # containerd sets these annotations itself from the same identity; the pin rules are written against them.
 ENGINE = "containerd"
 
@@ -72,13 +75,15 @@ def cdi_names_applied(runtime_name: str, runtime_version: str) -> bool:
 
 
 def hook_entries(hooks: nri_pb2.Hooks) -> dict[str, object]:
-    """The container's prestart and createRuntime hooks as a spec's ``hooks`` (what hook.handoff reads)."""
-    return {
-        "hooks": {
-            "prestart": [{"path": hook.path, "args": list(hook.args)} for hook in hooks.prestart],
-            "createRuntime": [{"path": hook.path, "args": list(hook.args)} for hook in hooks.create_runtime],
-        }
-    }
+    """The container's prestart and createRuntime hooks as a spec's ``hooks`` (what hook.handoff reads),
+    without our backstop (``nri-backstop``: not a GPU hook)."""
+
+    def entries(stage: Iterable[nri_pb2.Hook]) -> list[dict[str, object]]:
+        return [
+            {"path": hook.path, "args": list(hook.args)} for hook in stage if BACKSTOP not in hook.args[-1:]
+        ]
+
+    return {"hooks": {"prestart": entries(hooks.prestart), "createRuntime": entries(hooks.create_runtime)}}
 
 
 def adjust_container(
@@ -98,7 +103,9 @@ def adjust_container(
     env_settings = settings.env_file._replace(pod_binding_engine=ENGINE)
     env_file = resolve_env_file(env, pod_identity(pod, container), env_settings)
     adjust = nri_pb2.ContainerAdjustment()
-    adjust.env.add(key="-" + variable)  # handled: the backstop lets it through
+    # Handled: the variable set empty, which the backstop lets through. (Not removed: containerd 2.3 with
+    # NRI 0.12 drops an adjustment's removal of a variable the container had.)
+    adjust.env.add(key=variable, value="")
     if env_file is None:  # a missing file, ignored by [env-file] on-missing
         return adjust
     for name, value in env_file.values.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -185,12 +186,12 @@ def test_container_without_env_file_is_untouched(tmp_path: Path) -> None:
 
 
 def test_legacy_mode_merges_and_adds_our_hook_with_the_decision(tmp_path: Path) -> None:
-    """The file's variables as env adjustments, the variable naming it removed, and our prestart hook told
+    """The file's variables as env adjustments, the variable naming it set empty, and our prestart hook told
     that the file is merged and pinned (it never reads the file again)."""
     path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0\nA=1\n")
     adjust = adjust_container(POD, container(["PATH=/bin", f"{VAR}={path}"]), make_context(tmp_path))
     assert adjust is not None
-    assert env_of(adjust) == [(f"-{VAR}", ""), ("NVIDIA_VISIBLE_DEVICES", "0"), ("A", "1")]
+    assert env_of(adjust) == [(VAR, ""), ("NVIDIA_VISIBLE_DEVICES", "0"), ("A", "1")]
     [hook] = adjust.hooks.prestart
     assert hook.path == "/usr/local/bin/gpu-env-hook"
     assert list(hook.args) == ["gpu-env-hook", "-env-file-merged=pinned:NVIDIA_VISIBLE_DEVICES,A", "prestart"]
@@ -236,12 +237,12 @@ def test_refusals_are_the_hooks(tmp_path: Path, setup: Callable[[Path, Path], st
 
 
 def test_missing_file_ignored_still_marks_the_container_handled(tmp_path: Path) -> None:
-    """on-missing = "ignore": nothing merged, no hook, but the variable is removed (handled)."""
+    """on-missing = "ignore": nothing merged, no hook, but the variable is set empty (handled)."""
     (tmp_path / "nvidia-env").mkdir()
     request = container([f"{VAR}={tmp_path}/nvidia-env/none.env"])
     adjust = adjust_container(POD, request, make_context(tmp_path, 'on-missing = "ignore"\n'))
     assert adjust is not None
-    assert env_of(adjust) == [(f"-{VAR}", "")]
+    assert env_of(adjust) == [(VAR, "")]
     assert not adjust.hooks.prestart
 
 
@@ -265,6 +266,16 @@ def test_no_second_gpu_hook(tmp_path: Path, hooks: nri_pb2.Hooks) -> None:
     assert adjust is not None
     assert not adjust.hooks.prestart
     assert ("NVIDIA_VISIBLE_DEVICES", "0") in env_of(adjust)
+
+
+def test_the_backstop_is_not_a_gpu_hook(tmp_path: Path) -> None:
+    """The backstop hook (from the runtime's base spec) runs our code but is no GPU hook: ours is added."""
+    path = write_env_file(tmp_path, "NVIDIA_VISIBLE_DEVICES=0\n")
+    backstop = nri_pb2.Hook(path=sys.executable, args=[sys.executable, "-I", "-m", "hook", "nri-backstop"])
+    hooks = nri_pb2.Hooks(create_runtime=[backstop])
+    adjust = adjust_container(POD, container([f"{VAR}={path}"], hooks=hooks), make_context(tmp_path))
+    assert adjust is not None
+    assert len(adjust.hooks.prestart) == 1
 
 
 def test_cdi_mode_names_devices_on_containerd_2_1(tmp_path: Path) -> None:
@@ -313,8 +324,8 @@ def test_cdi_names_applied(name: str, version: str, expected: bool) -> None:
     ("env", "refused"),
     [
         pytest.param(["PATH=/bin"], False, id="no-env-file"),
-        pytest.param(["PATH=/bin", f"{VAR}="], False, id="empty-variable"),
-        pytest.param(["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"], False, id="handled-variable-removed"),
+        pytest.param(["PATH=/bin", f"{VAR}="], False, id="handled-variable-set-empty"),
+        pytest.param(["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"], False, id="variable-removed"),
         pytest.param(["A=mentions NVIDIA_ENV_FROM_FILE in a value"], False, id="name-only-in-a-value"),
         pytest.param(["PATH=/bin", f"{VAR}=/run/nvidia-env/a.env"], True, id="unhandled"),
     ],

@@ -1,0 +1,360 @@
+"""``gpu-env-hook nri`` on a real containerd 2.x, through CRI as kubelet calls it (the default handler).
+
+containerd 2.x is not packaged for Debian 12: these tests run a build found through the environment variable
+``GPU_ENV_HOOK_CONTAINERD2`` (a directory holding ``containerd``, ``ctr`` and ``containerd-shim-runc-v2``, or
+one with them in ``bin/``) and are skipped where it is absent. Each test starts its own daemon (NRI on, its
+socket under the test's directory, the backstop hook in the runc handler's base spec) and the plugin as a
+process, and stops both, even when it fails.
+
+With ``GPU_ENV_HOOK_NRI_RECORD=DIR``, the exchange of the first test between containerd and the plugin is
+recorded (through a relaying socket) into ``DIR/containerd-<version>.json``: the data
+``tests/unit/test_nri_replay.py`` replays in CI, where no containerd 2.x runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from containerd import CONTAINERD_IMAGE, Containerd, running, write_image_archive
+from cri import CriClient, read_cri_log, remove_pod, start_pod
+from runc_hooks import STANDIN_CLI
+
+
+def containerd2_binaries() -> Path | None:
+    """The directory of the containerd 2.x build named by GPU_ENV_HOOK_CONTAINERD2, if there is one."""
+    named = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
+    if not named:
+        return None
+    for candidate in (Path(named), Path(named) / "bin", Path(named).parent):
+        if (candidate / "containerd").is_file() and (candidate / "containerd-shim-runc-v2").is_file():
+            return candidate
+    return None
+
+
+BINARIES = containerd2_binaries()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or BINARIES is None,
+        reason="needs root and GPU_ENV_HOOK_CONTAINERD2 (containerd 2.x)",
+    ),
+]
+
+PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
+VAR = "NVIDIA_ENV_FROM_FILE"
+# Env files of these tests live here (a fixed path, so that a recorded exchange replays anywhere).
+ENV_DIR = Path("/tmp/gpu-env-hook-nri-capture")
+ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=1,2\nUSER_CUSTOM_ENV=hello\n"
+
+
+def write_env_file(name: str, content: str) -> Path:
+    """A root-owned 0644 env file in ENV_DIR."""
+    ENV_DIR.mkdir(mode=0o755, exist_ok=True)
+    path = ENV_DIR / name
+    path.write_text(content)
+    path.chmod(0o644)
+    return path
+
+
+def containerd_config(socket_path: Path, base_spec: Path) -> str:
+    """containerd 2.x config: NRI on at ``socket_path``, the test image as the pause image, the runc
+    handler's base spec carrying the backstop hook (this VM refuses a sandbox's oom_score_adj of -998)."""
+    return (
+        "version = 3\n"
+        "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n"
+        f"  sandbox = '{CONTAINERD_IMAGE}'\n"
+        "[plugins.'io.containerd.cri.v1.runtime']\n"
+        "  restrict_oom_score_adj = true\n"
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n"
+        "  runtime_type = 'io.containerd.runc.v2'\n"
+        f"  base_runtime_spec = '{base_spec}'\n"
+        "[plugins.'io.containerd.nri.v1.nri']\n"
+        "  disable = false\n"
+        f"  socket_path = '{socket_path}'\n"
+        "  plugin_request_timeout = '2s'\n"
+    )
+
+
+def base_spec_with_backstop(ctr: str, hook_config: Path) -> dict[str, Any]:
+    """containerd's default spec (``ctr oci spec``) with ``gpu-env-hook nri-backstop`` as a createRuntime hook."""
+    spec: dict[str, Any] = json.loads(
+        subprocess.run([ctr, "oci", "spec"], capture_output=True, text=True, check=True, timeout=30).stdout
+    )
+    backstop = {
+        "path": PYTHON,
+        "args": [PYTHON, "-I", "-m", "hook", "-config", str(hook_config), "nri-backstop"],
+    }
+    spec.setdefault("hooks", {})["createRuntime"] = [backstop]
+    return spec
+
+
+class Relay:
+    """A socket between the plugin and containerd's NRI socket that records both directions' bytes."""
+
+    def __init__(self, listen: Path, target: Path) -> None:
+        self.listen = listen
+        self.target = target
+        self.chunks: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(listen))
+        self.server.listen(1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            plugin, _ = self.server.accept()
+            with plugin, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as runtime:
+                runtime.connect(str(self.target))
+                back = threading.Thread(target=self._copy, args=(runtime, plugin, "runtime"), daemon=True)
+                back.start()
+                self._copy(plugin, runtime, "plugin")
+                back.join(timeout=5)
+
+    def _copy(self, source: socket.socket, dest: socket.socket, name: str) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(1 << 16):
+                with self.lock:
+                    self.chunks.append({"from": name, "hex": data.hex()})
+                dest.sendall(data)
+        with contextlib.suppress(OSError):
+            dest.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.server.close()
+        self.thread.join(timeout=10)
+
+
+class Node:
+    """One containerd 2.x with NRI and the plugin's configuration, for one test."""
+
+    def __init__(self, tmp_path: Path, daemon: Containerd, hook_config: Path, records: Path) -> None:
+        self.tmp_path = tmp_path
+        self.daemon = daemon
+        self.hook_config = hook_config
+        self.records = records
+        self.socket = tmp_path / "nri.sock"
+        self.client = CriClient(daemon.address)
+        self.plugin: subprocess.Popen[bytes] | None = None
+        self.plugin_log = tmp_path / "plugin.log"
+        self.relay: Relay | None = None
+
+    def start_plugin(self, *, record: bool = False) -> None:
+        """Start ``gpu-env-hook nri`` and wait until containerd has it (it logs its Configure)."""
+        path = self.socket
+        if record:
+            self.relay = Relay(self.tmp_path / "relay.sock", self.socket)
+            path = self.relay.listen
+        with self.plugin_log.open("ab") as log:
+            self.plugin = subprocess.Popen(
+                [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri", str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 30
+        while "configured by" not in self.plugin_log.read_text(errors="replace"):
+            assert self.plugin.poll() is None, self.plugin_log.read_text()
+            assert time.monotonic() < deadline, f"plugin not configured: {self.plugin_log.read_text()}"
+            time.sleep(0.05)
+
+    def stop_plugin(self) -> None:
+        """Stop the plugin (TERM, then KILL) and wait for it."""
+        if self.plugin is not None and self.plugin.poll() is None:
+            self.plugin.terminate()
+            try:
+                self.plugin.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.plugin.kill()
+                self.plugin.wait(timeout=5)
+        self.plugin = None
+
+    def cli_calls(self) -> list[dict[str, Any]]:
+        """What the stand-in cli recorded, one record per call."""
+        return [json.loads(path.read_text()) for path in sorted(self.records.glob("*.json"))]
+
+    def run(self, name: str, env: dict[str, str], command: list[str] | None = None) -> tuple[Any, list[str]]:
+        """A pod with one container through CRI (default handler), run to its end; its status and stdout."""
+        pod = start_pod(
+            self.client,
+            workdir=self.tmp_path,
+            handler="",
+            image=CONTAINERD_IMAGE,
+            command=command or ["/bin/env"],
+            env=env,
+            name=name,
+        )
+        try:
+            status = self.client.wait_exited(pod.container)
+            return status, read_cri_log(pod.log)
+        finally:
+            remove_pod(self.client, pod.sandbox)
+
+
+@pytest.fixture(scope="module")
+def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The busybox test image, built once for this module."""
+    directory = tmp_path_factory.mktemp("containerd2-image")
+    return write_image_archive(directory / "image.tar", CONTAINERD_IMAGE, ["/bin/sleep", "3600"])
+
+
+@pytest.fixture
+def node(tmp_path: Path, image_archive: Path) -> Iterator[Node]:
+    """containerd 2.x with NRI, the backstop in the runc base spec, a hook config using the stand-in cli."""
+    assert BINARIES is not None
+    records = tmp_path / "cli-records"
+    records.mkdir()
+    hook_config = tmp_path / "gpu-env-hook.toml"
+    hook_config.write_text(
+        "[nvidia-container-cli]\n"
+        f'path = "{STANDIN_CLI}"\n'
+        f'environment = ["STANDIN_RECORD_DIR={records}"]\n'
+        "[env-file]\n"
+        f'directories = ["{ENV_DIR}"]\n'
+    )
+    ctr = str(BINARIES / "ctr") if (BINARIES / "ctr").exists() else shutil.which("ctr") or "ctr"
+    base_spec = tmp_path / "base-spec.json"
+    base_spec.write_text(json.dumps(base_spec_with_backstop(ctr, hook_config)))
+    tree = tmp_path / "node"
+    (tree / "etc/containerd").mkdir(parents=True)
+    (tree / "etc/containerd/config.toml").write_text(containerd_config(tmp_path / "nri.sock", base_spec))
+    with running(tree, tmp_path / "daemon", binaries=BINARIES) as daemon:
+        daemon.import_image(image_archive)
+        current = Node(tmp_path, daemon, hook_config, records)
+        try:
+            yield current
+        finally:
+            current.stop_plugin()
+            if current.relay is not None:
+                current.relay.close()
+                save_record(current)
+            current.client.close()
+
+
+def containerd_version(daemon: Containerd) -> str:
+    """The daemon's version, as CRI reports it."""
+    return str(CriClient(daemon.address).version().runtime_version)
+
+
+def save_record(current: Node) -> None:
+    """Write the relay's recording to GPU_ENV_HOOK_NRI_RECORD (the replay test's data)."""
+    directory = os.environ.get("GPU_ENV_HOOK_NRI_RECORD", "")
+    if not directory or current.relay is None:
+        return
+    version = containerd_version(current.daemon)
+    document = {
+        "runtime": f"containerd {version}",
+        "recorded": time.strftime("%Y-%m-%d", time.gmtime()),
+        "env_dir": str(ENV_DIR),
+        "env_files": {path.name: path.read_text() for path in sorted(ENV_DIR.glob("*.env"))},
+        "chunks": current.relay.chunks,
+    }
+    out = Path(directory) / f"containerd-{version.lstrip('v')}.json"
+    out.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def test_env_file_reaches_the_process_and_the_cli_runs_once(node: Node) -> None:
+    """Legacy mode: the process sees the file's variables (and no longer the variable naming it), the
+    stand-in cli is called once with the file's devices; a container without an env file is untouched; a
+    file pinned to another pod is refused at CreateContainer with our one line."""
+    pinned = write_env_file("pod-a.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-a\n")
+    other = write_env_file("pod-b.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-someone-else\n")
+    node.start_plugin(record=bool(os.environ.get("GPU_ENV_HOOK_NRI_RECORD")))
+
+    status, stdout = node.run("plain", {"FROM_CRI": "yes"})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "FROM_CRI=yes" in stdout
+    assert not any(line.startswith(("NVIDIA_", "USER_CUSTOM_ENV")) for line in stdout)
+    assert node.cli_calls() == []
+
+    status, stdout = node.run("gpu-a", {VAR: str(pinned)})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "NVIDIA_VISIBLE_DEVICES=1,2" in stdout
+    assert "USER_CUSTOM_ENV=hello" in stdout
+    assert f"{VAR}=" in stdout  # set empty: handled (the backstop lets it through)
+    calls = node.cli_calls()
+    assert len(calls) == 1
+    assert "--device=1,2" in calls[0]["argv"]
+
+    with pytest.raises(grpc.RpcError) as refused:
+        node.run("gpu-a", {VAR: str(other)})
+    details = refused.value.details() or ""
+    assert (
+        f"env file '{other}': is pinned to another pod (annotation io.kubernetes.cri.sandbox-uid differs)"
+        in details
+    )
+    assert "uid-someone-else" not in details
+    assert len(node.cli_calls()) == 1
+
+
+def test_pod_annotations_cannot_forge_the_identity(node: Node) -> None:
+    """A pod annotated with containerd's sandbox-uid key and the victim's uid is still the pod it is."""
+    victim = write_env_file("victim.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-victim\n")
+    node.start_plugin()
+    client = node.client
+    config = client.sandbox_config(
+        "attacker", node.tmp_path / "logs", {"io.kubernetes.cri.sandbox-uid": "uid-victim"}
+    )
+    sandbox = client.run_pod_sandbox(config, "")
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            client.create_container(
+                sandbox,
+                config,
+                name="attacker",
+                image=CONTAINERD_IMAGE,
+                command=["/bin/env"],
+                env={VAR: str(victim)},
+                log_path="attacker.log",
+            )
+        assert "is pinned to another pod" in (refused.value.details() or "")
+    finally:
+        remove_pod(client, sandbox)
+
+
+def test_plugin_stopped_env_file_container_never_runs_others_do(node: Node) -> None:
+    """With the plugin stopped (and so never called), an env-file container is refused by the backstop
+    hook and never Running without its variables, while a container without an env file starts."""
+    env_file = write_env_file("pod-c.env", ENV_FILE)
+    node.start_plugin()
+    node.stop_plugin()
+    status, stdout = node.run("plain", {"FROM_CRI": "yes"})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "FROM_CRI=yes" in stdout
+    with pytest.raises(grpc.RpcError) as refused:
+        node.run("gpu-c", {VAR: str(env_file)})
+    details = refused.value.details() or ""
+    assert f"env file '{env_file}': not handled by the NRI plugin" in details
+    assert node.cli_calls() == []
+
+
+def test_plugin_reconnects_after_containerd_restarts(node: Node, tmp_path: Path) -> None:
+    """containerd restarted: the plugin reconnects by itself and handles env files again."""
+    env_file = write_env_file("pod-d.env", ENV_FILE)
+    node.start_plugin()
+    node.daemon.stop()
+    node.daemon.start()
+    node.client.close()
+    node.client = CriClient(node.daemon.address)
+    deadline = time.monotonic() + 30
+    while node.plugin_log.read_text().count("configured by") < 2:
+        assert time.monotonic() < deadline, node.plugin_log.read_text()
+        time.sleep(0.1)
+    status, stdout = node.run("gpu-d", {VAR: str(env_file)})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout
