@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from hook import paths
-from hook.install.common import InstallOptions
 from hook.install.installer import detect_engine, write_install, write_uninstall
+from hook.install.reuse import resolve_options
 
 
 class Engine(enum.StrEnum):
@@ -56,14 +56,22 @@ def install_command(
         bool, typer.Option("--dry-run", help="Print each file it would write; write nothing.")
     ] = False,
     as_nvidia_hook: Annotated[
-        bool, typer.Option("--as-nvidia-hook", help=f"Also install as {paths.NVIDIA_HOOK_ALIAS}.")
-    ] = False,
-    precreate: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            "--precreate", help="podman: also install the precreate hook (env reaches the process)."
+            "--as-nvidia-hook/--no-as-nvidia-hook",
+            help=f"Also install as {paths.NVIDIA_HOOK_ALIAS} (default: as the last install, else off).",
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
+    precreate: Annotated[
+        bool | None,
+        typer.Option(
+            "--precreate/--no-precreate",
+            help="podman: also install the precreate hook (env reaches the process; default: as the last "
+            "install, else off).",
+            show_default=False,
+        ),
+    ] = None,
     config: Annotated[
         str | None,
         typer.Option(help="config.toml the wrappers use (baked in as NVIDIA_CTK_CONFIG_FILE_PATH)."),
@@ -82,35 +90,40 @@ def install_command(
         ),
     ] = None,
     hooks_dir: Annotated[
-        str, typer.Option(help="oci-hooks.d directory (podman, CRI-O).")
-    ] = paths.OCI_HOOKS_DIRS[0],
+        str | None,
+        typer.Option(
+            help=f"oci-hooks.d directory (podman, CRI-O; default: as the last install, else "
+            f"{paths.OCI_HOOKS_DIRS[0]})."
+        ),
+    ] = None,
     containerd_config: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="containerd's config to add the handler to, as a node path (k3s/RKE2: the "
-            "config.toml.tmpl beside the config.toml they generate)."
+            "config.toml.tmpl beside the config.toml they generate; default: as the last install, else "
+            f"{paths.CONTAINERD_CONFIG})."
         ),
-    ] = paths.CONTAINERD_CONFIG,
+    ] = None,
     containerd_config_version: Annotated[
         int | None,
         typer.Option(min=1, max=4, help="containerd: the version of a config file install creates."),
     ] = None,
 ) -> None:
-    """Install the hook and the runtime shim for one engine (undo with uninstall)."""
+    """Install the hook and the runtime shim for one engine (undo with uninstall); install again (an
+    upgrade) reuses each option of the last install that is not given."""
     chosen = resolve_engine(engine, root)
-    options = InstallOptions(
-        engine=chosen,
-        python=python or default_python(),
-        root=os.path.abspath(root),
-        config=config,
-        as_nvidia_hook=as_nvidia_hook,
-        precreate=precreate,
-        hooks_dir=hooks_dir,
-        containerd_config_version=containerd_config_version,
-        containerd_config=containerd_config,
-        runtime=runtime,
-    )
-    for line in write_install(options, dry_run=dry_run):
+    given = {
+        "python": python,
+        "config": config,
+        "as_nvidia_hook": as_nvidia_hook,
+        "precreate": precreate,
+        "hooks_dir": hooks_dir,
+        "containerd_config_version": containerd_config_version,
+        "containerd_config": containerd_config,
+        "runtime": runtime,
+    }
+    options, reused = resolve_options(chosen, os.path.abspath(root), given, default_python())
+    for line in [*reused, *write_install(options, dry_run=dry_run)]:
         typer.echo(line)
 
 

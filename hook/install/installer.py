@@ -140,6 +140,13 @@ def build_plan(options: InstallOptions) -> Plan:
     )
 
 
+def recorded_options(options: InstallOptions) -> dict[str, Any]:
+    """The options the install record keeps, for ``install`` again to reuse (hook.install.reuse)."""
+    from hook.install.reuse import RECORDED
+
+    return {name: getattr(options, name) for name in RECORDED}
+
+
 def configured(node: NodeRoot, options: InstallOptions) -> Settings:
     """Return the settings of the config.toml the hook will read (``--config``, else the node's system
     config when there is one): install takes the hooks' timeout and the shim's runtime from it."""
@@ -249,7 +256,7 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
     env_dirs = [directory + "/" for directory in plan.env_directories]
     created = missing_directories(root, [*written, *env_dirs])
     sources = {**others, **({RETIRED: retired} if retired is not None else {})}
-    manifest = build_manifest(plan, root, own, sources, created)
+    manifest = build_manifest(plan, root, own, sources, created, options=recorded_options(options))
     manifest_data = dump_json(manifest, "install-manifest", rooted(root, manifest_at))
     stale = [
         entry for entry in (own or {}).get("files", []) if manifest_entry(manifest, entry["path"]) is None

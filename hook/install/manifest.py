@@ -112,7 +112,13 @@ def missing_directories(root: str, node_paths: list[str]) -> list[str]:
 
 
 def build_manifest(
-    plan: Plan, root: str, own: dict[str, Any] | None, others: dict[str, dict[str, Any]], created: list[str]
+    plan: Plan,
+    root: str,
+    own: dict[str, Any] | None,
+    others: dict[str, dict[str, Any]],
+    created: list[str],
+    *,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Record what ``plan`` writes and what each file replaces.
 
@@ -174,4 +180,5 @@ def build_manifest(
         "directories": directories,
         "runtime": plan.runtime,
         "tree": paths.RUNTIME_TREE,
+        **({"options": options} if options is not None else {}),
     }

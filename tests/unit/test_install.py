@@ -870,3 +870,42 @@ def test_directories_install_creates_are_root_owned_and_not_writable_by_others(
     for path in made:
         info = path.stat()
         assert (info.st_uid, info.st_mode & 0o022) == (0, 0), path
+
+
+# --- install again: the options of the last install are reused -------------------------------------------
+
+
+def test_install_again_keeps_the_options_of_the_last_install_and_says_so(node: Path) -> None:
+    """An upgrade (install again) without --precreate keeps the precreate hook and says which options it
+    reused; --no-precreate takes it off and says what changed; the record holds the options used."""
+    precreate_json = node / "usr/share/containers/oci/hooks.d" / paths.PRECREATE_JSON_NAME
+    proc = run_cli("install", "--engine", "podman", "--precreate", "--python", PYTHON, "--root", str(node))
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((node / "var/lib/gpu-env-hook/install-podman.json").read_text())
+    assert manifest["options"]["precreate"] is True
+    assert manifest["options"]["python"] == PYTHON
+    proc = run_cli("install", "--engine", "podman", "--root", str(node))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:2] == [
+        f"kept --python {PYTHON} from the last install (--python VALUE changes it)",
+        "kept --precreate from the last install (--no-precreate changes it)",
+    ]
+    assert precreate_json.is_file()
+    proc = run_cli("install", "--engine", "podman", "--no-precreate", "--root", str(node))
+    assert proc.returncode == 0, proc.stderr
+    assert "changed --precreate of the last install to --no-precreate" in proc.stdout.splitlines()
+    assert f"remove {precreate_json}" in proc.stdout.splitlines()
+    assert not precreate_json.exists()
+
+
+def test_first_install_reuses_nothing(node: Path) -> None:
+    """Without an install record every option is the default, and nothing is said about reuse."""
+    from hook.install.reuse import resolve_options
+
+    options, lines = resolve_options("podman", str(node), {"precreate": None}, PYTHON)
+    assert (options.precreate, options.python, options.hooks_dir, lines) == (
+        False,
+        PYTHON,
+        paths.OCI_HOOKS_DIRS[0],
+        [],
+    )
