@@ -167,6 +167,16 @@ def describe_mode(mode: int) -> str:
     return "of an unknown type"
 
 
+def trust_problem(uid: int, mode: int) -> str | None:
+    """Say why a file or directory that changes what runs as root (an env file, a CDI spec, a directory
+    holding them) is not to be trusted: not owned by root, or group- or world-writable. None when it is."""
+    if uid != 0:
+        return f"must be owned by root (uid 0), is owned by uid {uid}"
+    if mode & 0o022:
+        return f"must not be group- or world-writable (mode {stat.S_IMODE(mode):04o})"
+    return None
+
+
 def errno_text(err: OSError) -> str:
     """Return an OSError's text without the path it may carry."""
     return err.strerror or type(err).__name__

@@ -11,7 +11,7 @@ import _stat as stat
 import posix
 
 from hook import envvars
-from hook.beneath import describe_mode, open_beneath, refuse
+from hook.beneath import describe_mode, open_beneath, refuse, trust_problem
 from hook.config import is_env_name
 
 TYPE_CHECKING = False
@@ -52,10 +52,9 @@ def check_descriptor(fd: int, path: str) -> None:
         raise os_error("inspect env file", path, err) from None
     if not stat.S_ISREG(info.st_mode):
         raise refuse(path, f"is {describe_mode(info.st_mode)}, not a regular file")
-    if info.st_uid != 0:
-        raise refuse(path, f"must be owned by root (uid 0), is owned by uid {info.st_uid}")
-    if info.st_mode & 0o022:
-        raise refuse(path, f"must not be group- or world-writable (mode {stat.S_IMODE(info.st_mode):04o})")
+    problem = trust_problem(info.st_uid, info.st_mode)
+    if problem is not None:
+        raise refuse(path, problem)
     if info.st_nlink > 1:  # 0: replaced by an atomic writer after our open; what we read is still whole
         raise refuse(path, f"must have exactly one hard link, has {info.st_nlink}")
 

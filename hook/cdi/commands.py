@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hook.errors import HookError, UsageError
+from hook.errors import CdiError, HookError, UsageError
 
 PROG = "gpu-env-hook"
 
@@ -116,16 +116,21 @@ def _add_list(group: typer.Typer, config: str | None) -> None:
 
 
 def validate_command(path: str) -> str:
-    """Check one spec file as an engine would; return the one-line verdict (raise CdiError if invalid)."""
-    from hook.cdi.spec import load_spec
+    """Check one spec file as an engine would; return the one-line verdict (raise CdiError if invalid, or
+    valid but not to be trusted where it is: not root's, or group/world-writable, as file or directory)."""
+    from hook.cdi.spec import load_spec, untrusted_reason
     from hook.cdi.version import minimum_version
 
-    spec = load_spec(path)
+    spec = load_spec(path, trust=False)
     count = len(spec.devices)
-    return (
+    verdict = (
         f"{path}: valid CDI spec, kind {spec.kind}, cdiVersion {spec.document.get('cdiVersion')} "
-        f"(its fields need {minimum_version(spec.document)}), {count} device{'s' if count != 1 else ''}\n"
+        f"(its fields need {minimum_version(spec.document)}), {count} device{'s' if count != 1 else ''}"
     )
+    untrusted = untrusted_reason(path)
+    if untrusted is not None:
+        raise CdiError(f"{verdict}; but untrusted where it is ({untrusted}): the shim skips it")
+    return verdict + "\n"
 
 
 def _add_validate(group: typer.Typer) -> None:

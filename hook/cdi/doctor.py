@@ -30,6 +30,7 @@ def cdi_checks(root: str, settings: Any) -> list[Check]:
     return [
         check_nvidia_runtime_mode(settings, runtime_installed=runtime),
         check_nvidia_spec(root, settings),
+        check_skipped_specs(root, settings),
         check_yaml_loader(settings),
     ]
 
@@ -100,6 +101,25 @@ def check_nvidia_spec(root: str, settings: Any) -> Check:
         )
     detail = f"{spec.path}: cdiVersion {spec.document.get('cdiVersion')}, {len(devices)} devices, current"
     return Check(name, ok=True, detail=detail)
+
+
+def check_skipped_specs(root: str, settings: Any) -> Check:
+    """Spec files (or directories) the shim skips: unreadable, undecodable, invalid or untrusted (not root's,
+    or group/world-writable: a spec's hooks run as root)."""
+    from hook.cdi.registry import load_registry
+    from hook.doctor import Check, under
+
+    registry = load_registry(tuple(under(root, directory) for directory in settings.cdi.spec_dirs))
+    if not registry.skipped:
+        return Check("skipped CDI specs", ok=True if registry.specs else None, detail="none")
+    first = registry.errors[registry.skipped[0]][0]
+    more = f" (and {len(registry.skipped) - 1} more)" if len(registry.skipped) > 1 else ""
+    return Check(
+        "skipped CDI specs",
+        ok=False,
+        detail=f"{first}{more}",
+        fix="fix or remove the file; a spec and its directory must be root's and not group/world-writable",
+    )
 
 
 def check_yaml_loader(settings: Any) -> Check:

@@ -6,14 +6,16 @@ skipped, and in each directory the ``.json`` and ``.yaml`` files are read in nam
 not entered). A device defined again in a higher-priority directory replaces the earlier one; defined twice
 at the same priority it is a conflict, recorded against both files, and the device is dropped altogether
 (even when another directory also defines it, as the reference does). A spec that cannot be read, decoded
-or validated is recorded and skipped: the other specs' devices still resolve, and a request for a device
-no valid spec defines is refused naming the skipped files (one of them may be where it was meant to be).
+or validated, or is not to be trusted (not root's, or group/world-writable, as the file or as its
+directory: a spec's edits and hooks run as root) is recorded and skipped: the other specs' devices still
+resolve, and a request for a device no valid spec defines is refused naming the skipped files.
 """
 
 from __future__ import annotations
 
 import os
 
+from hook.beneath import trust_problem
 from hook.cdi.names import quote
 from hook.cdi.spec import SPEC_EXTENSIONS, Spec, load_spec
 from hook.errors import CdiError, CdiUnresolvableError
@@ -34,13 +36,18 @@ class Registry(Record):
 
 
 def list_spec_files(directory: str) -> list[str]:
-    """Return the spec files of one directory in name order (none when it does not exist)."""
+    """Return the spec files of one directory in name order (none when it does not exist); a directory that
+    is not root's, or is group/world-writable, is refused (its specs are not to be trusted)."""
     try:
+        info = os.stat(directory)
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
     except FileNotFoundError:
         return []
     except OSError as err:
         raise CdiError(f"could not read the CDI spec directory {directory}: {err.strerror}") from None
+    problem = trust_problem(info.st_uid, info.st_mode)
+    if problem is not None:
+        raise CdiError(f"untrusted CDI spec directory {directory}: {problem}")
     return [
         entry.path
         for entry in entries
@@ -60,6 +67,7 @@ def load_registry(directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) 
             paths = list_spec_files(os.path.normpath(directory))
         except CdiError as err:
             errors.setdefault(directory, []).append(str(err))
+            skipped.append(directory)
             continue
         for path in paths:
             try:

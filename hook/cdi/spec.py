@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from hook.beneath import trust_problem
 from hook.cdi.names import (
     class_error,
     device_name_error,
@@ -422,8 +423,9 @@ def _net_devices_error(devices: list[dict[str, Any]]) -> str | None:
 # --- files -----------------------------------------------------------------------------------------------
 
 
-def read_spec_file(path: str) -> bytes:
-    """Read a spec file without blocking (a FIFO is refused); one over the size limit is refused unread."""
+def read_spec_file(path: str, *, trust: bool = True) -> bytes:
+    """Read a spec file without blocking (a FIFO is refused); one over the size limit is refused unread, and
+    so is (with ``trust``) one that is not root's or is group/world-writable: runc runs its hooks as root."""
     import stat
 
     try:
@@ -435,6 +437,9 @@ def read_spec_file(path: str) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise CdiError(f"could not read {path}: not a regular file")
+        problem = trust_problem(info.st_uid, info.st_mode) if trust else None
+        if problem is not None:
+            raise CdiError(f"untrusted CDI spec {path}: {problem}")
         if info.st_size > MAX_SPEC_FILE_BYTES:
             raise too_large
         data = os.read(fd, MAX_SPEC_FILE_BYTES + 1)
@@ -452,9 +457,24 @@ def read_spec_file(path: str) -> bytes:
     return data
 
 
-def load_spec(path: str, priority: int = 0, *, loader: type | None = None) -> Spec:
-    """Read, decode and validate one spec file; every error is a CdiError naming the file."""
-    data = read_spec_file(path)
+def untrusted_reason(path: str) -> str | None:
+    """Say why the spec at ``path`` would be skipped as untrusted where it is (the file, then the directory
+    holding it: not root's, or group/world-writable); None when both are trusted."""
+    for where, what in ((path, "the file"), (os.path.dirname(path) or ".", "its directory")):
+        try:
+            info = os.stat(where)
+        except OSError as err:
+            return f"{what} cannot be inspected: {err.strerror}"
+        problem = trust_problem(info.st_uid, info.st_mode)
+        if problem is not None:
+            return f"{what} {problem}"
+    return None
+
+
+def load_spec(path: str, priority: int = 0, *, loader: type | None = None, trust: bool = True) -> Spec:
+    """Read, decode and validate one spec file; every error is a CdiError naming the file. With ``trust``
+    (the default) a file that is not root's, or is group/world-writable, is refused unread."""
+    data = read_spec_file(path, trust=trust)
     try:
         return parse_spec_bytes(data, path=path, priority=priority, loader=loader)
     except CdiError as err:

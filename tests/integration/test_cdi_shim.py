@@ -9,6 +9,7 @@ The node is a scratch directory: character devices made with mknod, scratch file
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -294,3 +295,43 @@ def test_bad_specs_harm_no_one_else(setup: Setup, make_env_file: MakeEnvFile) ->
 def write_text(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "reason"),
+    [
+        pytest.param(0o666, 0, "must not be group- or world-writable (mode 0666)", id="mode-0666"),
+        pytest.param(0o644, 1000, "must be owned by root (uid 0), is owned by uid 1000", id="uid-1000"),
+    ],
+)
+def test_untrusted_spec_skipped(
+    setup: Setup, make_env_file: MakeEnvFile, mode: int, owner: int, reason: str
+) -> None:
+    """A spec anyone but root could have written (its createContainer hook would run as root) is skipped
+    with a warning: its device is refused, its hook never runs, NVIDIA's spec still serves."""
+    loose_marker = setup.tmp / "loose-hook-ran"
+    loose_spec = nvidia_like_spec(
+        setup.node,
+        kind="loose.com/gpu",
+        hook_path="/bin/sh",
+        hook_args=["sh", "-c", f"echo ran > {loose_marker}"],
+    )
+    loose = write_spec(setup.etc, "loose.json", loose_spec)
+    loose.chmod(mode)
+    os.chown(loose, owner, 0)
+    result = setup.run_container(setup.bundle(make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1\n")))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        line
+        for line in result.stderr.splitlines()
+        if line.endswith(f'untrusted CDI spec {loose}: {reason}; skipped"')
+    ]
+    assert len(result.stderr.splitlines()) == 1
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=loose.com/gpu=0\n", name="loose.env")
+    bundle = setup.bundle(env_file, name="loose")
+    before = (bundle / "config.json").read_bytes()
+    result = setup.run_container(bundle)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(f'(skipped specs: "{loose}")')
+    assert (bundle / "config.json").read_bytes() == before
+    assert not loose_marker.exists()

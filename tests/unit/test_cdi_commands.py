@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,12 @@ from hook.cdi.alloc import (
     list_alloc_specs,
     write_alloc_spec,
 )
-from hook.cdi.doctor import check_nvidia_runtime_mode, check_nvidia_spec, check_yaml_loader
+from hook.cdi.doctor import (
+    check_nvidia_runtime_mode,
+    check_nvidia_spec,
+    check_skipped_specs,
+    check_yaml_loader,
+)
 from hook.cdi.registry import load_registry
 from hook.cdi.spec import load_spec
 from hook.cli import build_app
@@ -408,3 +414,29 @@ def test_doctor_warns_without_libyaml(node: Node, monkeypatch: pytest.MonkeyPatc
     )
     _, out, _ = node.invoke("doctor")
     assert "lacks libyaml (CSafeLoader)" in out
+
+
+def test_cli_validate_says_untrusted(node: Node) -> None:
+    """cdi validate: a valid spec that the shim would skip as untrusted (file 0666, or its directory not root's)
+    fails, saying why, in one line."""
+    node.spec_path.chmod(0o666)
+    code, out, err = node.invoke("cdi", "validate", str(node.spec_path))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"gpu-env-hook: {node.spec_path}: valid CDI spec, kind nvidia.com/gpu, cdiVersion 0.5.0 (its fields "
+        "need 0.5.0), 3 devices; but untrusted where it is (the file must not be group- or world-writable "
+        "(mode 0666)): the shim skips it\n"
+    )
+    node.spec_path.chmod(0o644)
+    os.chown(node.spec_path.parent, 1000, 0)
+    code, _, err = node.invoke("cdi", "validate", str(node.spec_path))
+    assert code == 1
+    assert err.endswith(
+        "(its directory must be owned by root (uid 0), is owned by uid 1000): the shim skips it\n"
+    )
+    check = check_skipped_specs("/", node.settings())
+    assert check.ok is False
+    assert check.detail == (
+        f"untrusted CDI spec directory {node.spec_path.parent}: must be owned by root (uid 0), is owned by "
+        "uid 1000"
+    )

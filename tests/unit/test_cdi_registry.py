@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,47 @@ def test_bad_spec_harms_no_one_else(name: str, text: str, reason: str, tmp_path:
     ):
         resolve_edits(registry, ["x.com/gpu=1"])
     assert best_of(5, create) - before < 0.050
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "reason"),
+    [
+        pytest.param(0o666, 0, "must not be group- or world-writable (mode 0666)", id="world-writable"),
+        pytest.param(0o664, 0, "must not be group- or world-writable (mode 0664)", id="group-writable"),
+        pytest.param(0o644, 1000, "must be owned by root (uid 0), is owned by uid 1000", id="other-owner"),
+    ],
+)
+def test_untrusted_spec_skipped(mode: int, owner: int, reason: str, tmp_path: Path) -> None:
+    """A spec anyone but root could have written is skipped unread (its hooks would run as root)."""
+    etc = tmp_path / "etc"
+    write_spec(etc, "good.json", one_device("x.com/gpu", "0", "A=1"))
+    loose = write_spec(etc, "loose.json", one_device("x.com/gpu", "1", "B=1"))
+    loose.chmod(mode)
+    os.chown(loose, owner, 0)
+    registry = load_registry([str(etc)])
+    assert sorted(registry.devices) == ["x.com/gpu=0"]
+    assert registry.errors == {str(loose): [f"untrusted CDI spec {loose}: {reason}"]}
+    with pytest.raises(
+        CdiError, match=rf'^unresolvable CDI devices "x.com/gpu=1" \(skipped specs: "{loose}"\)$'
+    ):
+        resolve_edits(registry, ["x.com/gpu=1"])
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "reason"),
+    [
+        pytest.param(0o777, 0, "must not be group- or world-writable (mode 0777)", id="world-writable"),
+        pytest.param(0o755, 1000, "must be owned by root (uid 0), is owned by uid 1000", id="other-owner"),
+    ],
+)
+def test_untrusted_spec_directory_skipped(mode: int, owner: int, reason: str, tmp_path: Path) -> None:
+    """A spec directory anyone but root could write to: none of its specs is read; the other directory's are."""
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    write_spec(etc, "good.json", one_device("x.com/gpu", "0", "A=1"))
+    write_spec(run, "other.json", one_device("x.com/gpu", "1", "B=1"))
+    run.chmod(mode)
+    os.chown(run, owner, 0)
+    registry = load_registry([str(etc), str(run)])
+    assert sorted(registry.devices) == ["x.com/gpu=0"]
+    assert registry.errors == {str(run): [f"untrusted CDI spec directory {run}: {reason}"]}
+    assert registry.skipped == (str(run),)

@@ -64,6 +64,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "env dir /run/nvidia-env",
         "device mode",
         "NVIDIA CDI spec",
+        "skipped CDI specs",
         "YAML specs",
         "podman",
         "CRI-O",
@@ -76,11 +77,29 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "NVIDIA runtime mode",
         "hooks.d executables",
     ]
-    oks = [True, True, True, None, None, True, True, None, None, None, None, True, None, True, None, True]
+    oks = [
+        True,
+        True,
+        True,
+        None,
+        None,
+        None,
+        True,
+        True,
+        None,
+        None,
+        None,
+        None,
+        True,
+        None,
+        True,
+        None,
+        True,
+    ]
     assert [check.ok for check in checks] == oks
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
     assert result.exit_code == 0
-    assert result.stdout.splitlines()[6].split() == [
+    assert result.stdout.splitlines()[7].split() == [
         "✓",
         "podman",
         "hook",
@@ -238,7 +257,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 16
+    assert len(checks) == 17
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
