@@ -337,7 +337,13 @@ def _dump_imports(binary: str) -> list[str] | None:
         return None
     if not isinstance(imports, list):
         return None
-    loaded = [path for path in imports if isinstance(path, str)]
+    import glob
+
+    # containerd 1.x lists the files it loaded; 2.x lists the imports as written (a glob stays a glob).
+    loaded = []
+    for path in imports:
+        if isinstance(path, str):
+            loaded += sorted(glob.glob(path)) if "*" in path else [path]
     return sorted(loaded, key=lambda path: path != paths.CONTAINERD_CONFIG)
 
 

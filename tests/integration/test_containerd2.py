@@ -66,9 +66,8 @@ def config_default() -> str:
 
 def with_systemd_cgroup(default: str) -> str:
     """The default config with runc's SystemdCgroup on (what kubeadm guides tell people to set)."""
-    marker = f'[plugins."{RUNTIME}".containerd.runtimes.runc.options]\n'
-    assert marker in default
-    return default.replace(marker, marker + "            SystemdCgroup = true\n", 1)
+    assert default.count("SystemdCgroup = false") == 1  # runc's, the one runtime the default names
+    return default.replace("SystemdCgroup = false", "SystemdCgroup = true")
 
 
 def install(node: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -118,8 +117,7 @@ def test_dropin_keeps_every_setting_in_containerd_2s_config_dump(tmp_path: Path,
     assert (node / MAIN.lstrip("/")).read_text() == main
     assert (node / DROPIN.lstrip("/")).is_file()
     after = config_dump(node, tmp_path / "dump", binary=CONTAINERD2)
-    assert DROPIN in after["imports"]
-    rest, handler = without_handler(after)
+    rest, handler = without_handler(after)  # config dump lists imports as written (the glob): not compared
     before.pop("imports", None)
     assert rest == before
     runc = before["plugins"][RUNTIME]["containerd"]["runtimes"]["runc"]
@@ -150,3 +148,32 @@ def test_dropin_on_a_config_naming_no_runtime_keeps_the_builtin_runc(tmp_path: P
     before.pop("imports", None)
     assert rest == before
     assert handler["options"]["BinaryName"] == paths.runtime_wrapper("containerd")
+
+
+def test_doctor_on_the_node_names_the_dropin_containerd_2_loads(tmp_path: Path) -> None:
+    """doctor on a containerd 2.3 node (its binary at /usr/bin/containerd, the node's /etc/containerd): the
+    handler takes effect from our drop-in, and every conf.d file is loaded per containerd's own config dump
+    (2.x lists the import glob as written; doctor expands it as containerd does)."""
+    from containerd import namespace_argv
+
+    node = tmp_path / "node"
+    write(node, MAIN, with_systemd_cgroup(config_default()))
+    write(node, f"{paths.CONTAINERD_DROPIN_DIR}/99-nvidia.toml", NVIDIA_DROPIN)
+    proc = install(node, "install", "--python", PYTHON)
+    assert proc.returncode == 0, proc.stderr
+    # The wrapper doctor checks is the node tree's; show it at its node path too.
+    swap = f'mount --bind "{CONTAINERD2}" /usr/bin/containerd && exec "$@"'
+    doctor = [sys.executable, "-I", "-m", "hook", "doctor", "--no-color"]
+    argv = namespace_argv(node, tmp_path / "ns", ["sh", "-c", swap, "sh", *doctor])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    lines = proc.stdout.splitlines()
+    assert any(
+        line.startswith("✓")
+        and f"runtime handler {paths.RUNTIME_HANDLER} takes effect from {DROPIN} (a drop-in)" in line
+        for line in lines
+    ), proc.stdout + proc.stderr
+    assert any(
+        line.startswith("✓")
+        and f"every file in {paths.CONTAINERD_DROPIN_DIR} is loaded (per containerd config dump)" in line
+        for line in lines
+    ), proc.stdout + proc.stderr
