@@ -16,6 +16,16 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
 
+def backstop_entry(executable: str, config_path: str | None, lib: str) -> dict[str, object]:
+    """The backstop's OCI hook entry, started as our prestart hook is (``hook.shim.build_hook_entry``)."""
+    from hook.shim import build_hook_entry
+
+    entry = build_hook_entry(executable, config_path, {}, lib=lib)
+    args = entry["args"]
+    assert isinstance(args, list)  # noqa: S101 - build_hook_entry builds a list
+    return {**entry, "args": [*args[:-1], "nri-backstop"]}
+
+
 def run_backstop(stdin: BinaryIO, environ: dict[str, str] | os._Environ[str], config: str | None) -> int:
     """Refuse a container that names an env file the NRI plugin did not handle; 0 for any other."""
     from hook.bundle import check_spec, parse_env, parse_spec, process_env, spec_path

@@ -104,19 +104,23 @@ def adjust_container(
     env_file = resolve_env_file(env, pod_identity(pod, container), env_settings)
     adjust = nri_pb2.ContainerAdjustment()
     # Handled: the variable set empty, which the backstop lets through. (Not removed: containerd 2.3 with
-    # NRI 0.12 drops an adjustment's removal of a variable the container had.)
-    adjust.env.add(key=variable, value="")
-    if env_file is None:  # a missing file, ignored by [env-file] on-missing
-        return adjust
-    for name, value in env_file.values.items():
+    # NRI 0.12 drops an adjustment's removal of a variable the container had.) Each name once: NRI refuses
+    # an adjustment that sets a variable twice.
+    variables = {variable: ""}
+    if env_file is not None:  # else a missing file, ignored by [env-file] on-missing
+        variables.update(env_file.values)
+        merged = {**env, **env_file.values}
+        del merged[variable]
+        if settings.device_mode == "cdi":
+            trusted = frozenset(env_file.values) if env_file.pinned else frozenset()
+            if _name_cdi_devices(adjust, container, merged, trusted, context):
+                from hook.cdi.inject import VOID
+
+                variables[envvars.NVIDIA_VISIBLE_DEVICES] = VOID
+        else:
+            _add_our_hook(adjust, container, env_file.pinned, list(env_file.values), context)
+    for name, value in variables.items():
         adjust.env.add(key=name, value=value)
-    merged = {**env, **env_file.values}
-    del merged[variable]
-    if settings.device_mode == "cdi":
-        trusted = frozenset(env_file.values) if env_file.pinned else frozenset()
-        _name_cdi_devices(adjust, container, merged, trusted, context)
-    else:
-        _add_our_hook(adjust, container, env_file.pinned, list(env_file.values), context)
     return adjust
 
 
@@ -146,10 +150,10 @@ def _name_cdi_devices(
     env: dict[str, str],
     trusted: frozenset[str],
     context: Context,
-) -> None:
+) -> bool:
     """CDI mode: the devices the merged environment asks for (the hook's privilege gate, a container never
-    counted privileged here), named for the runtime to resolve."""
-    from hook.cdi.inject import VOID, cdi_device_names
+    counted privileged here), named for the runtime to resolve; whether there were any."""
+    from hook.cdi.inject import cdi_device_names
     from hook.devices import resolve_devices
 
     settings = context.settings
@@ -163,7 +167,7 @@ def _name_cdi_devices(
         trusted=trusted,
     )
     if not devices:
-        return
+        return False
     if not cdi_names_applied(context.runtime_name, context.runtime_version):
         from hook.errors import CdiError
 
@@ -173,4 +177,4 @@ def _name_cdi_devices(
         )
     for name in cdi_device_names(devices, settings.cdi.default_kind):
         adjust.CDI_devices.add(name=name)
-    adjust.env.add(key=envvars.NVIDIA_VISIBLE_DEVICES, value=VOID)
+    return True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from hook import envvars
 
 TYPE_CHECKING = False
@@ -25,12 +28,22 @@ def build_context(config: str | None) -> Context:
     from hook.configfile import find_config_path, load_config_text
     from hook.nri.decide import ENGINE, Context
     from hook.paths import environ
-    from hook.shim import own_hook_entry
+    from hook.shim import build_hook_entry
 
     env = environ()
     config_path, required = find_config_path(config, env)
     config_text = load_config_text(config_path, required=required)
     source = config_path if config_text is not None else None
     settings = parse_config(config_text, source=source, engine=ENGINE)
-    hook = own_hook_entry(source, {**env, envvars.GPU_ENV_HOOK_ENGINE: ENGINE})
+    # Our hook runs with -S whatever the plugin needs (the plugin loads protobuf from site-packages; the
+    # hook needs nothing beyond its package and the standard library).
+    hook = build_hook_entry(
+        sys.executable, source, {**env, envvars.GPU_ENV_HOOK_ENGINE: ENGINE}, lib=package_lib()
+    )
     return Context(settings=settings, config_text=config_text, hook=hook)
+
+
+def package_lib() -> str:
+    """The directory our package was loaded from (the hook entries load the same one)."""
+    package = sys.modules["hook"].__file__ or ""
+    return os.path.dirname(os.path.dirname(os.path.abspath(package)))

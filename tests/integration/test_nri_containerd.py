@@ -32,6 +32,8 @@ from containerd import CONTAINERD_IMAGE, Containerd, running, write_image_archiv
 from cri import CriClient, read_cri_log, remove_pod, start_pod
 from runc_hooks import STANDIN_CLI
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def containerd2_binaries() -> Path | None:
     """The directory of the containerd 2.x build named by GPU_ENV_HOOK_CONTAINERD2, if there is one."""
@@ -69,15 +71,18 @@ def write_env_file(name: str, content: str) -> Path:
     return path
 
 
-def containerd_config(socket_path: Path, base_spec: Path) -> str:
-    """containerd 2.x config: NRI on at ``socket_path``, the test image as the pause image, the runc
-    handler's base spec carrying the backstop hook (this VM refuses a sandbox's oom_score_adj of -998)."""
+def containerd_config(socket_path: Path, base_spec: Path, cdi_dir: Path) -> str:
+    """containerd 2.x config: NRI on at ``socket_path``, the test image as the pause image, CDI specs from
+    ``cdi_dir``, the runc handler's base spec carrying the backstop hook (this VM refuses a sandbox's
+    oom_score_adj of -998)."""
     return (
         "version = 3\n"
         "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n"
         f"  sandbox = '{CONTAINERD_IMAGE}'\n"
         "[plugins.'io.containerd.cri.v1.runtime']\n"
         "  restrict_oom_score_adj = true\n"
+        "  enable_cdi = true\n"
+        f"  cdi_spec_dirs = ['{cdi_dir}']\n"
         "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n"
         "  runtime_type = 'io.containerd.runc.v2'\n"
         f"  base_runtime_spec = '{base_spec}'\n"
@@ -86,6 +91,27 @@ def containerd_config(socket_path: Path, base_spec: Path) -> str:
         f"  socket_path = '{socket_path}'\n"
         "  plugin_request_timeout = '2s'\n"
     )
+
+
+GPUS = 8
+
+
+def write_cdi_spec(directory: Path) -> None:
+    """A CDI spec for nvidia.com/gpu=0..7: each device's edits set CDI_GPU and add /dev/nvidia-test<N>
+    (the host's /dev/null: there is no GPU here)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    devices = [
+        {
+            "name": str(index),
+            "containerEdits": {
+                "env": [f"CDI_GPU={index}"],
+                "deviceNodes": [{"path": f"/dev/nvidia-test{index}", "hostPath": "/dev/null"}],
+            },
+        }
+        for index in range(GPUS)
+    ]
+    spec = {"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": devices}
+    (directory / "test-gpus.json").write_text(json.dumps(spec))
 
 
 def base_spec_with_backstop(ctr: str, hook_config: Path) -> dict[str, Any]:
@@ -214,9 +240,11 @@ def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def node(tmp_path: Path, image_archive: Path) -> Iterator[Node]:
-    """containerd 2.x with NRI, the backstop in the runc base spec, a hook config using the stand-in cli."""
+def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
+    """containerd 2.x with NRI, the backstop in the runc base spec, a hook config using the stand-in cli;
+    in CDI mode when parametrized with "cdi"."""
     assert BINARIES is not None
+    device_mode = getattr(request, "param", "legacy")
     records = tmp_path / "cli-records"
     records.mkdir()
     hook_config = tmp_path / "gpu-env-hook.toml"
@@ -226,13 +254,17 @@ def node(tmp_path: Path, image_archive: Path) -> Iterator[Node]:
         f'environment = ["STANDIN_RECORD_DIR={records}"]\n'
         "[env-file]\n"
         f'directories = ["{ENV_DIR}"]\n'
+        f'[gpu-env]\ndevice-mode = "{device_mode}"\n'
     )
+    write_cdi_spec(tmp_path / "cdi")
     ctr = str(BINARIES / "ctr") if (BINARIES / "ctr").exists() else shutil.which("ctr") or "ctr"
     base_spec = tmp_path / "base-spec.json"
     base_spec.write_text(json.dumps(base_spec_with_backstop(ctr, hook_config)))
     tree = tmp_path / "node"
     (tree / "etc/containerd").mkdir(parents=True)
-    (tree / "etc/containerd/config.toml").write_text(containerd_config(tmp_path / "nri.sock", base_spec))
+    (tree / "etc/containerd/config.toml").write_text(
+        containerd_config(tmp_path / "nri.sock", base_spec, tmp_path / "cdi")
+    )
     with running(tree, tmp_path / "daemon", binaries=BINARIES) as daemon:
         daemon.import_image(image_archive)
         current = Node(tmp_path, daemon, hook_config, records)
@@ -300,6 +332,21 @@ def test_env_file_reaches_the_process_and_the_cli_runs_once(node: Node) -> None:
     )
     assert "uid-someone-else" not in details
     assert len(node.cli_calls()) == 1
+
+
+@pytest.mark.parametrize("node", ["cdi"], indirect=True)
+def test_cdi_mode_the_devices_edits_are_in_the_container(node: Node) -> None:
+    """CDI mode: the plugin names the file's devices; containerd 2.3 applies their CDI edits (a variable, a
+    device node), the process sees the file's variables, and no hook or cli runs."""
+    env_file = write_env_file(
+        "pod-cdi.env", "GPU_ENV_HOOK_POD_UID=uid-gpu-cdi\nNVIDIA_VISIBLE_DEVICES=3\nA=1\n"
+    )
+    node.start_plugin()
+    status, stdout = node.run("gpu-cdi", {VAR: str(env_file)}, ["/bin/sh", "-c", "env; ls /dev"])
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert {"CDI_GPU=3", "A=1", "NVIDIA_VISIBLE_DEVICES=void", "nvidia-test3"} <= set(stdout)
+    assert "nvidia-test0" not in stdout
+    assert node.cli_calls() == []
 
 
 def test_pod_annotations_cannot_forge_the_identity(node: Node) -> None:
