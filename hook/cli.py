@@ -298,14 +298,10 @@ def plural(count: int, noun: str) -> str:
 
 
 def load_settings(config: str | None, environ: dict[str, str] | os._Environ[str]) -> Any:
-    """Load and parse config.toml the way the hook finds it."""
-    from hook.config import parse_config
-    from hook.configfile import find_config_path, load_config_text
+    """Load and parse config.toml the way the installed hook finds it, with its pod-binding engine."""
+    from hook.configfile import load_node_settings
 
-    path, required = find_config_path(config, environ)
-    text = load_config_text(path, required=required)
-    engine = environ.get(envvars.GPU_ENV_HOOK_ENGINE)
-    return parse_config(text, source=path if text is not None else None, engine=engine)
+    return load_node_settings(config, environ)
 
 
 # --- resolve ---------------------------------------------------------------------------------------------
@@ -675,10 +671,19 @@ def _env_file_app(config: str | None) -> typer.Typer:
             str | None,
             typer.Option("--container", metavar="NAME", help="check the pin against this container name"),
         ] = None,
+        engine: Annotated[
+            str | None,
+            typer.Option(
+                "--engine",
+                metavar="ENGINE",
+                help="whose pod annotations the pin is checked against (default: GPU_ENV_HOOK_ENGINE, else "
+                "the engine installed on this node, as the installed hook has it)",
+            ),
+        ] = None,
     ) -> None:
         """Run every check the hook runs on an env file and report each one."""
         text, ok = check_command(
-            config, path, pod_uid=pod_uid, container=container, colour=sys.stdout.isatty()
+            config, path, pod_uid=pod_uid, container=container, colour=sys.stdout.isatty(), engine=engine
         )
         typer.echo(text, nl=False)
         if not ok:
@@ -764,11 +769,20 @@ def _add_doctor(app: typer.Typer, config: str | None) -> None:
         root: Annotated[
             str, typer.Option("--root", metavar="DIR", help="check the tree under this directory")
         ] = "/",
+        engine: Annotated[
+            str | None,
+            typer.Option(
+                "--engine",
+                metavar="ENGINE",
+                help="whose pod annotations pins are checked against (default: GPU_ENV_HOOK_ENGINE, else "
+                "the engine installed under --root, as the installed hook has it)",
+            ),
+        ] = None,
     ) -> None:
         """Check this node: the cli, the config, the env directories, the engines' registration."""
         from hook.doctor import run_checks
 
-        checks = run_checks(root=root, config=config, environ=os.environ)
+        checks = run_checks(root=root, config=config, environ=os.environ, engine=engine)
         rows: list[tuple[str, ...]] = []
         for check in checks:
             detail = check.detail + (f" — {check.fix}" if check.fix and check.ok is False else "")

@@ -12,6 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
 
+    from hook.config import Settings
     from hook.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
@@ -20,6 +21,10 @@ _PREFIX = CONFIG_ERROR_PREFIX
 # Words that, outside a comment line, may change which variables select GPUs or name the env file (a TOML
 # escape can spell any key): without one, the hot path need not parse the file to know.
 SELECTION_MARKERS = ("swarm-resource", "variable", "\\")
+# The engines install knows (each has its install record, hook.paths.install_record), and those of them
+# whose pods are Kubernetes pods.
+INSTALL_ENGINES = ("podman", "crio", "containerd", "docker")
+KUBERNETES_ENGINES = ("containerd", "crio")
 # `[nvidia-container-runtime] runtimes` when the file does not set it (default_settings uses this): here so
 # that the runtime shim, which needs only this key, can start without importing hook.config.
 DEFAULT_RUNTIMES = ("runc", "crun")
@@ -36,6 +41,49 @@ def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str
     if xdg:
         return paths.join(xdg, "nvidia-container-runtime", "config.toml"), False
     return SYSTEM_CONFIG, False
+
+
+def installed_engines(root: str = "/") -> tuple[str, ...]:
+    """Return the engines ``install`` recorded on the node whose ``/`` is ``root`` (their install record is
+    there), in the order install knows them."""
+    import os
+
+    found = []
+    for engine in INSTALL_ENGINES:
+        record = paths.install_record(engine)
+        if os.path.isfile(record if root in ("", "/") else paths.join(root, record.lstrip("/"))):
+            found.append(engine)
+    return tuple(found)
+
+
+def resolve_node_engine(
+    engine: str | None, environ: dict[str, str] | os._Environ[str], root: str = "/"
+) -> str | None:
+    """Return the engine the installed hook runs for, as the commands for people take it: ``engine`` (their
+    ``--engine``), else ``GPU_ENV_HOOK_ENGINE`` (what the installed wrappers set), else the engine whose
+    install record is on the node — of several, the one Kubernetes engine (containerd or CRI-O) among them.
+    None when that does not decide (no install, or several alike)."""
+    chosen = engine or environ.get(envvars.GPU_ENV_HOOK_ENGINE)
+    if chosen:
+        return chosen
+    installed = installed_engines(root)
+    kubernetes = [name for name in installed if name in KUBERNETES_ENGINES]
+    if len(installed) == 1:
+        return installed[0]
+    return kubernetes[0] if len(kubernetes) == 1 else None
+
+
+def load_node_settings(
+    config: str | None, environ: dict[str, str] | os._Environ[str], *, engine: str | None = None
+) -> Settings:
+    """Find, read and parse config.toml as the installed hook does, with the pod-binding engine it has
+    (``resolve_node_engine``): what the commands for people and ``check_env_file`` check against."""
+    from hook.config import parse_config
+
+    path, required = find_config_path(config, environ)
+    text = load_config_text(path, required=required)
+    node_engine = resolve_node_engine(engine, environ)
+    return parse_config(text, source=path if text is not None else None, engine=node_engine)
 
 
 def config_mentions(text: str | None, markers: tuple[str, ...] = SELECTION_MARKERS) -> bool:

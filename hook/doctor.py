@@ -31,17 +31,29 @@ class Check(NamedTuple):
     fix: str = ""
 
 
-def run_checks(*, root: str, config: str | None, environ: dict[str, str] | os._Environ[str]) -> list[Check]:
-    """Run every check against the tree under ``root`` and return them in report order."""
-    settings, config_check = check_config(root, config, environ)
-    checks = [config_check, check_cli(root, settings)]
+def run_checks(
+    *,
+    root: str,
+    config: str | None,
+    environ: dict[str, str] | os._Environ[str],
+    engine: str | None = None,
+) -> list[Check]:
+    """Run every check against the tree under ``root`` and return them in report order (``engine``: the
+    ``--engine`` option, whose pod annotations pins are checked against; else as the installed hook has
+    it: ``GPU_ENV_HOOK_ENGINE``, else the install record)."""
+    from hook.configfile import installed_engines
+
+    installed = installed_engines(root)
+    settings, config_check = check_config(root, config, environ, engine)
+    checks = [config_check, check_installed(installed), check_cli(root, settings)]
     checks += [check_env_directory(root, directory) for directory in settings.env_file.directories]
     from hook.cdi.doctor import cdi_checks
 
     checks += cdi_checks(root, settings)
     registered: list[tuple[str, list[str]]] = []
-    for find in (_podman, _crio, _containerd, _docker):
-        check, entry = find(root)
+    finders = (("podman", _podman), ("crio", _crio), ("containerd", _containerd), ("docker", _docker))
+    for name, find in finders:
+        check, entry = find(root, name in installed)
         checks.append(check)
         if entry is not None:
             registered.append(entry)
@@ -79,20 +91,29 @@ def under(root: str, path: str) -> str:
 # --- config, cli, directories ----------------------------------------------------------------------------
 
 
+def check_installed(installed: tuple[str, ...]) -> Check:
+    """The engines gpu-env-hook is installed for on this node (their install records)."""
+    where = os.path.dirname(paths.install_record("podman"))
+    if not installed:
+        return Check("installed for", ok=None, detail=f"no engine (no install record in {where})")
+    return Check("installed for", ok=True, detail=f"{', '.join(installed)} (install records in {where})")
+
+
 def check_config(
-    root: str, config: str | None, environ: dict[str, str] | os._Environ[str]
+    root: str, config: str | None, environ: dict[str, str] | os._Environ[str], engine: str | None = None
 ) -> tuple[Any, Check]:
-    """Parse config.toml as the hook finds it (defaults when it fails, so the other checks still run)."""
+    """Parse config.toml as the hook finds it (defaults when it fails, so the other checks still run), with
+    the pod-binding engine the installed hook has."""
     from hook.config import parse_config
-    from hook.configfile import find_config_path, load_config_text
+    from hook.configfile import find_config_path, load_config_text, resolve_node_engine
 
     path, required = find_config_path(config, environ)
     if config is None:
         path = under(root, path)
     try:
         text = load_config_text(path, required=required)
-        engine = environ.get(envvars.GPU_ENV_HOOK_ENGINE)
-        settings = parse_config(text, source=path if text is not None else None, engine=engine)
+        node_engine = resolve_node_engine(engine, environ, root)
+        settings = parse_config(text, source=path if text is not None else None, engine=node_engine)
     except HookError as err:
         return parse_config(None), Check(
             "config", ok=False, detail=str(err), fix="fix the file (gpu-env-hook validate config-toml)"
@@ -200,13 +221,30 @@ def _hook_json(root: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def _hooks_dir_check(root: str, engine: str, binary: str) -> tuple[Check, tuple[str, list[str]] | None]:
+def _not_ours(name: str, binary: str) -> tuple[Check, None]:
+    """An engine on the node that gpu-env-hook is not installed for (no install record, nothing of ours
+    registered): not applicable, not a failure."""
+    engine = name.lower().replace("-", "")
+    detail = f"{binary} found; gpu-env-hook is not installed for it (gpu-env-hook install --engine {engine})"
+    return Check(name, ok=None, detail=detail), None
+
+
+def _find_engine(root: str, binary_name: str, installed: bool) -> str | None:
+    """The engine's binary on the node, else (installed for it under --root) its bare name, else None."""
+    return _find_binary(root, binary_name) or (binary_name if installed else None)
+
+
+def _hooks_dir_check(
+    root: str, engine: str, binary: str, installed: bool
+) -> tuple[Check, tuple[str, list[str]] | None]:
     """Check that our oci-hooks.d file is present, valid, and names an executable."""
     from hook.schema import validate_document
 
     found = _hook_json(root)
     fix = f"gpu-env-hook install --engine {engine.lower().replace('-', '')}"
     if found is None:
+        if not installed:
+            return _not_ours(engine, binary)
         where = " or ".join(paths.OCI_HOOKS_DIRS)
         return Check(
             engine, ok=False, detail=f"{binary} found, no {paths.HOOK_JSON_NAME} in {where}", fix=fix
@@ -224,33 +262,33 @@ def _hooks_dir_check(root: str, engine: str, binary: str) -> tuple[Check, tuple[
     return Check(engine, ok=True, detail=f"hook registered in {path}"), (hook_path, args)
 
 
-def _podman(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+def _podman(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
     """podman: our oci-hooks.d file."""
-    binary = _find_binary(root, "podman")
+    binary = _find_engine(root, "podman", installed)
     if binary is None:
         return Check("podman", ok=None, detail="not installed"), None
-    return _hooks_dir_check(root, "podman", binary)
+    return _hooks_dir_check(root, "podman", binary, installed)
 
 
-def _crio(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+def _crio(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
     """CRI-O: our oci-hooks.d file, or a crio.conf.d drop-in naming the shim."""
-    binary = _find_binary(root, "crio")
+    binary = _find_engine(root, "crio", installed)
     if binary is None:
         return Check("CRI-O", ok=None, detail="not installed"), None
     dropin = os.path.join(paths.CRIO_DROPIN_DIR, paths.CRIO_DROPIN_NAME)
     wrapper = paths.runtime_wrapper("crio")
     if wrapper in _read_text(under(root, dropin)):
         return Check("CRI-O", ok=True, detail=f"runtime registered in {dropin}"), (wrapper, [])
-    return _hooks_dir_check(root, "CRI-O", binary)
+    return _hooks_dir_check(root, "CRI-O", binary, installed)
 
 
-def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+def _containerd(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
     """containerd: which definition of the runtime handler takes effect in the config containerd runs with
     (the main config plus its imports, merged as containerd merges them), and that it runs our wrapper."""
     from hook.install.common import InstallError
     from hook.install.containerd import find_handler, load_chain
 
-    binary = _find_binary(root, "containerd")
+    binary = _find_engine(root, "containerd", installed)
     if binary is None:
         return Check("containerd", ok=None, detail="not installed"), None
     wrapper = paths.runtime_wrapper("containerd")
@@ -260,6 +298,8 @@ def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
             data = fh.read()
         found = find_handler(load_chain(root, paths.CONTAINERD_CONFIG, data, keep_blocks=True))
     except FileNotFoundError:
+        if not installed:
+            return _not_ours("containerd", binary)
         return Check(
             "containerd", ok=False, detail=f"{binary} found, {wrapper} not registered", fix=fix
         ), None
@@ -269,6 +309,8 @@ def _containerd(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
     except InstallError as err:
         return Check("containerd", ok=False, detail=str(err), fix=f"fix {paths.CONTAINERD_CONFIG}"), None
     handler = paths.RUNTIME_HANDLER
+    if found.in_effect is None and not found.defined_in and not installed:
+        return _not_ours("containerd", binary)
     if found.in_effect is None:
         detail = f"{binary} found, {wrapper} not registered"
         if found.defined_in:
@@ -373,9 +415,9 @@ def check_containerd_imports(root: str) -> Check:
     return Check(name, ok=True, detail=f"every file in {directory} is loaded (per {source})")
 
 
-def _docker(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
+def _docker(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
     """Docker: a ``runtimes`` entry in daemon.json naming the shim, or ours installed as NVIDIA's hook."""
-    binary = _find_binary(root, "dockerd")
+    binary = _find_engine(root, "dockerd", installed)
     if binary is None:
         return Check("Docker", ok=None, detail="not installed"), None
     try:
@@ -392,6 +434,8 @@ def _docker(root: str) -> tuple[Check, tuple[str, list[str]] | None]:
     if _is_executable(under(root, paths.NVIDIA_HOOK_ALIAS)):
         detail = f"installed as {paths.NVIDIA_HOOK_ALIAS}"
         return Check("Docker", ok=True, detail=detail), (paths.NVIDIA_HOOK_ALIAS, [])
+    if not installed:
+        return _not_ours("Docker", binary)
     return (
         Check(
             "Docker",

@@ -52,6 +52,11 @@ RUNTIME_HANDLER = "gpu-env"
 FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def install_record(engine: str) -> str:
+    """The node path of ``engine``'s install record (the manifest ``install --engine`` writes)."""
+    return f"{STATE_DIR}/install-{engine}.json"
+
+
 def runtime_wrapper(engine: str) -> str:
     """The node path of ``engine``'s runtime wrapper (what its config names as the runtime binary)."""
     return f"{LIBEXEC_DIR}/{engine}/{RUNTIME_WRAPPER_NAME}"

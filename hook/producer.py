@@ -239,9 +239,14 @@ def check_env_file(
     """Run the hook's checks on ``path`` in its order, stopping at the first failure.
 
     ``pod_uid`` / ``container`` stand for the container's pod annotations: given, the pin is checked
-    against them as the hook would; not given, only ``require-pod-binding`` is checked.
+    against them as the hook would; not given, only ``require-pod-binding`` is checked. ``settings`` None:
+    the node's, as the installed hook has them (its config.toml and the engine it runs for: see
+    ``hook.configfile.load_node_settings``).
     """
-    settings = settings or default_env_file_settings()
+    if settings is None:
+        from hook.configfile import load_node_settings
+
+        settings = load_node_settings(None, os.environ).env_file
     steps: list[CheckStep] = []
     values: dict[str, str] = {}
     reserved: dict[str, str] = {}

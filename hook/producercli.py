@@ -26,7 +26,7 @@ PROG = "gpu-env-hook"
 _OPTIONS = {
     "write": ("--pod-uid", "--container"),
     "path": ("--directory",),
-    "check": ("--pod-uid", "--container"),
+    "check": ("--pod-uid", "--container", "--engine"),
 }
 _POSITIONALS = {"write": (2, None), "path": (1, None), "check": (1, 1)}
 # What click.style(text, fg=...) wraps a coloured mark in.
@@ -94,6 +94,7 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
                 pod_uid=options.get("--pod-uid"),
                 container=options.get("--container"),
                 colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"),
+                engine=options.get("--engine"),
             )
             code = 0 if ok else 1
     except HookError as err:
@@ -112,16 +113,12 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
     return code
 
 
-def load_settings(config: str | None) -> Settings:
-    """Find, read and parse config.toml the way the hook does (``config``: the ``-config`` flag)."""
-    from hook.config import parse_config
-    from hook.configfile import find_config_path, load_config_text
-    from hook.envvars import GPU_ENV_HOOK_ENGINE
+def load_settings(config: str | None, engine: str | None = None) -> Settings:
+    """Find, read and parse config.toml the way the installed hook does (``config``: the ``-config`` flag),
+    with its pod-binding engine (``engine``: the ``--engine`` option; else as hook.configfile finds it)."""
+    from hook.configfile import load_node_settings
 
-    path, required = find_config_path(config, os.environ)
-    text = load_config_text(path, required=required)
-    engine = os.environ.get(GPU_ENV_HOOK_ENGINE)  # the pod-binding engine, as for the typer commands
-    return parse_config(text, source=path if text is not None else None, engine=engine)
+    return load_node_settings(config, os.environ, engine=engine)
 
 
 # --- the commands (hook.cli's typer commands call these too) -----------------------------------------------
@@ -149,12 +146,19 @@ def path_command(config: str | None, device_ids: list[str], *, directory: str | 
 
 
 def check_command(
-    config: str | None, path: str, *, pod_uid: str | None, container: str | None, colour: bool
+    config: str | None,
+    path: str,
+    *,
+    pod_uid: str | None,
+    container: str | None,
+    colour: bool,
+    engine: str | None = None,
 ) -> tuple[str, bool]:
-    """``env-file check``: return what to print (one line per check) and whether the hook would accept it."""
+    """``env-file check``: return what to print (one line per check) and whether the hook would accept it
+    (``engine``: ``--engine``, the engine whose pod annotations the pin is checked against)."""
     from hook.producer import check_env_file
 
-    settings = load_settings(config)
+    settings = load_settings(config, engine)
     report = check_env_file(path, settings.env_file, pod_uid=pod_uid, container=container)
     return format_steps(report.steps, colour=colour), report.ok
 

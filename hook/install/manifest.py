@@ -28,7 +28,7 @@ def manifest_path(engine: str) -> str:
     """Return the node path of an engine's install manifest (or of the retired record)."""
     if engine == RETIRED:
         return RETIRED_PATH
-    return os.path.join(paths.STATE_DIR, f"install-{engine}.json")
+    return paths.install_record(engine)
 
 
 def load_manifest(root: str, engine: str) -> dict[str, Any] | None:

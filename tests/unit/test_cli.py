@@ -297,6 +297,6 @@ def test_doctor_as_process_reports_a_bare_tree(tmp_path: Path) -> None:
     proc = hook("doctor", "--root", str(tmp_path))
     assert proc.returncode == 1
     names = [line.split()[1] for line in proc.stdout.splitlines()]
-    assert names[:3] == ["config", "nvidia-container-cli", "env"]
-    assert proc.stdout.splitlines()[1].startswith("✗")
+    assert names[:4] == ["config", "installed", "nvidia-container-cli", "env"]
+    assert proc.stdout.splitlines()[2].startswith("✗")
     assert "\x1b[" not in proc.stdout, "no colour when stdout is not a terminal"

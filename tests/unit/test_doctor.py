@@ -44,10 +44,17 @@ def good_tree(tmp_path: Path) -> Path:
         "stages": ["prestart"],
     }
     put(root, f"{paths.OCI_HOOKS_DIRS[0]}/{paths.HOOK_JSON_NAME}", json.dumps(hook_json))
+    add_record(root, "podman")
     (root / "run" / "nvidia-env").mkdir(parents=True, mode=0o755)
     for directory in (root / "usr", root / "run", root / "run" / "nvidia-env"):
         directory.chmod(0o755)
     return root
+
+
+def add_record(root: Path, engine: str) -> None:
+    """Write the install record `install --engine ENGINE` leaves (doctor reads which engines are ours)."""
+    record = {"version": 1, "engine": engine, "files": [], "directories": []}
+    put(root, paths.install_record(engine), json.dumps(record), 0o600)
 
 
 def by_name(checks: list[Check]) -> dict[str, Check]:
@@ -60,6 +67,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert [check.name for check in checks] == [
         "config",
+        "installed for",
         "nvidia-container-cli",
         "env dir /run/nvidia-env",
         "device mode",
@@ -81,6 +89,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         True,
         True,
         True,
+        True,
         None,
         None,
         None,
@@ -99,7 +108,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
     assert [check.ok for check in checks] == oks
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
     assert result.exit_code == 0
-    assert result.stdout.splitlines()[7].split() == [
+    assert result.stdout.splitlines()[8].split() == [
         "✓",
         "podman",
         "hook",
@@ -130,13 +139,20 @@ def invalid_hook_json(root: Path) -> None:
 
 
 def add_docker(root: Path) -> None:
-    """Install dockerd with no runtime registered."""
+    """Install dockerd with no runtime registered (gpu-env-hook not installed for it)."""
     put(root, "/usr/bin/dockerd", "#!/bin/sh\n", 0o755)
+
+
+def add_docker_installed_unregistered(root: Path) -> None:
+    """Install dockerd, record an install for it, and leave no runtime registered."""
+    add_docker(root)
+    add_record(root, "docker")
 
 
 def add_registered_containerd(root: Path) -> None:
     """Install containerd with the handler in a drop-in its main config imports."""
     put(root, "/usr/bin/containerd", "#!/bin/sh\n", 0o755)
+    add_record(root, "containerd")
     put(root, paths.CONTAINERD_CONFIG, f'version = 2\nimports = ["{paths.CONTAINERD_DROPIN_DIR}/*.toml"]\n')
     put(
         root,
@@ -196,11 +212,18 @@ def remove_cli(root: Path) -> None:
             id="hook-json-invalid",
         ),
         pytest.param(
-            add_docker,
+            add_docker_installed_unregistered,
             "Docker",
             False,
             f"/usr/bin/dockerd found, no runtime in {paths.DOCKER_DAEMON_JSON} names {paths.runtime_wrapper('docker')}",
-            id="docker-unregistered",
+            id="docker-installed-unregistered",
+        ),
+        pytest.param(
+            add_docker,
+            "Docker",
+            None,
+            "/usr/bin/dockerd found; gpu-env-hook is not installed for it (gpu-env-hook install --engine docker)",
+            id="docker-present-not-ours",
         ),
         pytest.param(
             add_registered_containerd,
@@ -248,7 +271,7 @@ def test_each_check_reports_what_is_wrong(
     damage(good_tree)
     check = by_name(run_checks(root=str(good_tree), config=None, environ={}))[name]
     assert (check.ok, check.detail) == (ok, detail)
-    assert ok or check.fix
+    assert ok is not False or check.fix
 
 
 def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> None:
@@ -257,7 +280,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 17
+    assert len(checks) == 18
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
