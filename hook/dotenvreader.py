@@ -8,6 +8,10 @@ binding, this reader stops with :class:`DotenvSyntaxError`: the env file is then
 Linear time with a small constant, whatever the input (python-dotenv's own regular expressions backtrack
 quadratically on long blank runs). Two readers share the work, both made of ``str`` methods (C loops).
 
+**Not called since the security fix** (:func:`read_dotenv` reads every text binding by binding): the bulk
+path's guess of what is quoted could pair a quote in an inline comment with a later one and drop every line
+between. What follows describes it until it is deleted.
+
 **The bulk path** reads almost every file that is valid, in a fixed number of passes over the whole text
 (and, for a file of many bindings, a few list comprehensions of one step per line; never a Python loop
 per character):
@@ -126,12 +130,13 @@ def parse_dotenv(text: str) -> list[Binding]:
 
 
 def read_dotenv(text: str) -> DotenvBindings:
-    """:func:`parse_dotenv`'s bindings as columns, as the bulk path reads them: no tuple per binding, and
-    the line numbers counted only if asked for (the hook needs them only to name a line it refuses)."""
+    """:func:`parse_dotenv`'s bindings as columns, read binding by binding (:class:`_Reader`).
+
+    The bulk path is not called: its guess of what is quoted could be thrown off by a quote in an inline
+    comment so that every line up to the next quote was dropped (a pin or a refused key among them), and
+    python-dotenv's verdict was not kept. Every env file is read by the binding-by-binding reader only.
+    """
     text = text.removeprefix("\ufeff")
-    read = _read_in_bulk(text)
-    if read is not None:
-        return read
     reader = _Reader(text)
     found: list[Binding] = []
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MakeBundle, MakeConfig, MakeEnvFile, RunHook
+from envfile_comment_quote import comment_quote_file, hidden_line
 
 VAR = "NVIDIA_ENV_FROM_FILE"
 CONTAINERD_POD = {"io.kubernetes.cri.sandbox-uid": "uid-1", "io.kubernetes.cri.container-name": "main"}
@@ -343,3 +344,62 @@ def test_refusal_is_one_line_and_leaves_the_bundle_alone(
     assert "/tmp/evil.so" not in run.stderr
     assert "uid-2" not in run.stderr
     assert "secret-cap" not in run.stderr
+
+
+# --- a quote in an inline comment (issue "Security fix first"): every line is read, the pin and refused keys too
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_pin_after_a_quote_in_a_comment_is_honoured(
+    make_bundle: MakeBundle,
+    env_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    run_hook: RunHook,
+    quote: str,
+) -> None:
+    """A pinned file of 37 lines whose pin follows an inline comment holding a quote: refused for another
+    pod, accepted for its own (the former bulk path dropped the pin, and the file passed as unpinned)."""
+    env_file = make_env_file(comment_quote_file("GPU_ENV_HOOK_POD_UID=uid-1", quote=quote))
+    other_pod = {**CONTAINERD_POD, "io.kubernetes.cri.sandbox-uid": "uid-2"}
+    bundle = make_bundle(["NVIDIA_VISIBLE_DEVICES=void", f"{VAR}={env_file}"], annotations=other_pod)
+    refused = run_hook(bundle, config=env_config())
+    assert (refused.returncode, refused.record) == (1, None)
+    assert refused.stderr == (
+        f"env file '{env_file}': is pinned to another pod (annotation io.kubernetes.cri.sandbox-uid differs)\n"
+    )
+    assert refused.spec_after == refused.spec_before
+
+    bundle = make_bundle(["NVIDIA_VISIBLE_DEVICES=void", f"{VAR}={env_file}"], annotations=CONTAINERD_POD)
+    accepted = run_hook(bundle, config=env_config())
+    assert accepted.returncode == 0, accepted.stderr
+    assert "--device=0,1" in accepted.cli_argv
+    env = spec_env(bundle)
+    assert "APP_7=value-7" in env  # (a line of the stretch the bulk path dropped)
+    assert "USER_CUSTOM_ENV=hello" in env
+    assert not [entry for entry in env if entry.startswith("GPU_ENV_HOOK_")]
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_refused_key_after_a_quote_in_a_comment_is_refused(
+    make_bundle: MakeBundle,
+    env_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    run_hook: RunHook,
+    quote: str,
+) -> None:
+    """The same shape hiding LD_PRELOAD: refused, naming its line (the former bulk path accepted the file
+    without it)."""
+    text = comment_quote_file("LD_PRELOAD=/tmp/evil.so", quote=quote)
+    env_file = make_env_file(text)
+    bundle = make_bundle([f"{VAR}={env_file}"], annotations=CONTAINERD_POD)
+    run = run_hook(bundle, config=env_config())
+    assert (run.returncode, run.record) == (1, None)
+    line = hidden_line(text, "LD_PRELOAD=/tmp/evil.so")
+    assert run.stderr == (
+        f"env file '{env_file}' line {line}: a key matching LD_* may not be set from an env file\n"
+    )
+    assert run.spec_after == run.spec_before

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from busybox import make_runc_bundle, run_container, unique_id
+from envfile_comment_quote import comment_quote_file, hidden_line
 from runc_hooks import hook_entry, load_record, probe_entry, write_config
 
 pytestmark = pytest.mark.integration
@@ -116,3 +118,95 @@ def test_refused_env_file_fails_runc_and_keeps_spec(
     assert (bundle / "config.json").read_bytes() == before
     assert load_record(paths["cli"]) is None
     assert load_record(paths["probe"]) is None
+
+
+# A quote in an inline comment before the pin or a refused key (issue "Security fix first"): the hook reads
+# every line, as python-dotenv does (the former bulk path dropped the lines up to the next quote).
+OWN_POD = {"io.kubernetes.cri.sandbox-uid": "uid-1", "io.kubernetes.cri.container-name": "main"}
+OTHER_POD = {"io.kubernetes.cri.sandbox-uid": "uid-2", "io.kubernetes.cri.container-name": "main"}
+PIN = "GPU_ENV_HOOK_POD_UID=uid-1"
+REFUSED = "LD_PRELOAD=/tmp/evil.so"
+
+
+def pinning_config(paths: dict[str, Path]) -> Path:
+    """A config.toml that checks pins against containerd's annotations."""
+    config = write_config(paths["config"], record=paths["cli"], env_dirs=[paths["env_dir"]])
+    with config.open("a", encoding="utf-8") as out:
+        out.write('pod-binding-engine = "containerd"\n')
+    return config
+
+
+def run_with_hook(
+    paths: dict[str, Path], env_file: Path, annotations: dict[str, str], name: str
+) -> tuple[subprocess.CompletedProcess[str], bytes, Path]:
+    """``runc run`` a bundle naming ``env_file`` with our hook as its prestart hook: the result, config.json
+    as written before the run, and the bundle."""
+    bundle = make_runc_bundle(
+        paths["bundle"],
+        args=ARGS,
+        env=container_env(env_file),
+        prestart=[hook_entry(pinning_config(paths))],
+        annotations=annotations,
+    )
+    before = (bundle / "config.json").read_bytes()
+    return run_container(bundle, unique_id(name)), before, bundle
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_pin_after_a_quote_in_a_comment_is_refused_for_another_pod(
+    paths: dict[str, Path], make_env_file: MakeEnvFile, quote: str
+) -> None:
+    """Another pod naming the pinned file: runc run fails with our one line, nothing reaches the cli."""
+    env_file = make_env_file(comment_quote_file(PIN, quote=quote))
+    result, before, bundle = run_with_hook(paths, env_file, OTHER_POD, "envfile-other-pod")
+    assert result.returncode != 0
+    line = (
+        f"env file '{env_file}': is pinned to another pod (annotation io.kubernetes.cri.sandbox-uid differs)"
+    )
+    assert f"stderr: {line}\\n" in result.stderr, result.stderr
+    assert MARKER not in result.stdout
+    assert (bundle / "config.json").read_bytes() == before
+    assert load_record(paths["cli"]) is None
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_pin_after_a_quote_in_a_comment_is_accepted_for_its_own_pod(
+    paths: dict[str, Path], make_env_file: MakeEnvFile, quote: str
+) -> None:
+    """Its own pod: the container runs, the file's devices reach the cli, every line is merged."""
+    env_file = make_env_file(comment_quote_file(PIN, quote=quote))
+    result, _, bundle = run_with_hook(paths, env_file, OWN_POD, "envfile-own-pod")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(MARKER)
+    cli = load_record(paths["cli"])
+    assert cli is not None, result.stderr
+    assert "--device=0,1" in cli["argv"]
+    merged = spec_env(bundle)
+    assert "APP_7=value-7" in merged
+    assert PIN not in merged
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_refused_key_after_a_quote_in_a_comment_is_refused(
+    paths: dict[str, Path], make_env_file: MakeEnvFile, quote: str
+) -> None:
+    """The same shape hiding LD_PRELOAD: runc run fails with our one line naming its line."""
+    text = comment_quote_file(REFUSED, quote=quote)
+    env_file = make_env_file(text)
+    result, before, bundle = run_with_hook(paths, env_file, OWN_POD, "envfile-hidden-key")
+    assert result.returncode != 0
+    line = (
+        f"env file '{env_file}' line {hidden_line(text, REFUSED)}: "
+        "a key matching LD_* may not be set from an env file"
+    )
+    assert f"stderr: {line}\\n" in result.stderr, result.stderr
+    assert "/tmp/evil.so" not in result.stderr
+    assert MARKER not in result.stdout
+    assert (bundle / "config.json").read_bytes() == before
+    assert load_record(paths["cli"]) is None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from busybox import make_runc_bundle, unique_id
+from envfile_comment_quote import comment_quote_file, hidden_line
 from runc_hooks import load_record, write_config
 
 pytestmark = pytest.mark.integration
@@ -151,6 +152,80 @@ def test_refused_file_stops_the_container(setup: Setup, make_env_file: MakeEnvFi
     else:
         assert re.fullmatch(r'time="[^"]+" level=error msg="(?P<msg>.*)"\n', logged)
         assert line in logged
+
+
+# A quote in an inline comment before the pin or a refused key (issue "Security fix first"): the shim reads
+# every line, as python-dotenv does (the former bulk path dropped the lines up to the next quote).
+PIN = "GPU_ENV_HOOK_POD_UID=uid-1"
+REFUSED = "LD_PRELOAD=/tmp/evil.so"
+
+
+def check_pins(setup: Setup) -> None:
+    """Make the setup's config check pins against containerd's annotations."""
+    with setup.config.open("a", encoding="utf-8") as out:
+        out.write('pod-binding-engine = "containerd"\n')
+
+
+def run_pinned(
+    setup: Setup, env_file: Path, pod_uid: str, name: str
+) -> tuple[subprocess.CompletedProcess[str], bytes, Path]:
+    """``gpu-env-runtime run`` a bundle naming ``env_file`` in pod ``pod_uid`` (containerd's annotations):
+    the result, config.json before the run, the bundle."""
+    annotations = {"io.kubernetes.cri.sandbox-uid": pod_uid, "io.kubernetes.cri.container-name": "main"}
+    bundle = make_runc_bundle(
+        setup.tmp / "bundle",
+        args=["env"],
+        env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"],
+        annotations=annotations,
+    )
+    before = (bundle / "config.json").read_bytes()
+    cid = setup.new_id(name)
+    return setup.shim("--root", str(setup.root), "run", "--bundle", str(bundle), cid), before, bundle
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_pin_after_a_quote_in_a_comment(setup: Setup, make_env_file: MakeEnvFile, quote: str) -> None:
+    """A pinned file whose pin follows an inline comment holding a quote: another pod's container is not
+    created (one line, config.json unchanged); its own pod's sees every line of the file."""
+    check_pins(setup)
+    env_file = make_env_file(comment_quote_file(PIN, quote=quote))
+    refused, before, bundle = run_pinned(setup, env_file, "uid-2", "shim-other-pod")
+    line = (
+        f"gpu-env-runtime: env file '{env_file}': is pinned to another pod "
+        "(annotation io.kubernetes.cri.sandbox-uid differs)"
+    )
+    assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", line + "\n")
+    assert (bundle / "config.json").read_bytes() == before
+    assert load_record(setup.record) is None
+
+    accepted, _, _ = run_pinned(setup, env_file, "uid-1", "shim-own-pod")
+    assert accepted.returncode == 0, accepted.stderr
+    lines = accepted.stdout.splitlines()
+    assert {"NVIDIA_VISIBLE_DEVICES=0,1", "APP_7=value-7", "USER_CUSTOM_ENV=hello"} <= set(lines)
+    assert PIN not in lines
+    cli = load_record(setup.record)
+    assert cli is not None, accepted.stderr
+    assert "--device=0,1" in cli["argv"]
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_refused_key_after_a_quote_in_a_comment(setup: Setup, make_env_file: MakeEnvFile, quote: str) -> None:
+    """The same shape hiding LD_PRELOAD: the container is not created, one line names the key's line."""
+    text = comment_quote_file(REFUSED, quote=quote)
+    check_pins(setup)
+    env_file = make_env_file(text)
+    result, before, bundle = run_pinned(setup, env_file, "uid-1", "shim-hidden-key")
+    line = (
+        f"gpu-env-runtime: env file '{env_file}' line {hidden_line(text, REFUSED)}: "
+        "a key matching LD_* may not be set from an env file"
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", line + "\n")
+    assert (bundle / "config.json").read_bytes() == before
+    assert load_record(setup.record) is None
 
 
 def normalise(text: str, *ids: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, MakeConfig, MakeEnvFile
+from envfile_comment_quote import comment_quote_file, hidden_line
 
 from hook import paths
 from hook.errors import EnvFileError, SpecError
@@ -135,6 +136,24 @@ def test_resolve_precreate_refused(config_text: str, make_env_file: MakeEnvFile)
     with pytest.raises(
         EnvFileError,
         match=rf"^env file '{path}' line 1: a key matching LD_\* may not be set from an env file$",
+    ):
+        resolve_precreate(proposed([f"NVIDIA_ENV_FROM_FILE={path}"]), config_text, source="c.toml")
+
+
+@pytest.mark.parametrize(
+    "quote", [pytest.param("'", id="single-quote"), pytest.param('"', id="double-quote")]
+)
+def test_resolve_precreate_refuses_a_key_after_a_quote_in_a_comment(
+    config_text: str, make_env_file: MakeEnvFile, quote: str
+) -> None:
+    """LD_PRELOAD after an inline comment holding a quote is read and refused (the former bulk path
+    dropped every line up to the next quote)."""
+    text = comment_quote_file("LD_PRELOAD=/x.so", quote=quote)
+    path = make_env_file(text)
+    line = hidden_line(text, "LD_PRELOAD=/x.so")
+    with pytest.raises(
+        EnvFileError,
+        match=rf"^env file '{path}' line {line}: a key matching LD_\* may not be set from an env file$",
     ):
         resolve_precreate(proposed([f"NVIDIA_ENV_FROM_FILE={path}"]), config_text, source="c.toml")
 

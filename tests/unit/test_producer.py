@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import env_settings
+from envfile_comment_quote import comment_quote_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -365,6 +366,24 @@ def test_check_reports_every_step_of_an_accepted_file(env_dir: Path) -> None:
             "binding",
             r"is pinned to another pod",
             id="other-pod",
+        ),
+        pytest.param(
+            "a.env",
+            comment_quote_file("GPU_ENV_HOOK_POD_UID=p1"),
+            0o644,
+            {"pod_uid": "p2"},
+            "binding",
+            r"is pinned to another pod",
+            id="pin-after-a-quote-in-a-comment",
+        ),
+        pytest.param(
+            "a.env",
+            comment_quote_file("LD_PRELOAD=/x.so"),
+            0o644,
+            {},
+            "content",
+            r"line 12: a key matching LD_\* may not be set",
+            id="refused-key-after-a-quote-in-a-comment",
         ),
         pytest.param(
             "a.env",
