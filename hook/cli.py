@@ -65,7 +65,7 @@ KEY_HELP = {
     "env-file.directories": "absolute directories the env file must lie in (no symlink below them)",
     "env-file.max-bytes": "largest env file accepted",
     "env-file.on-missing": "'error' refuses a missing file, 'ignore' acts as if the variable were unset",
-    "env-file.require-pod-binding": "refuse files without GPU_ENV_HOOK_POD_UID",
+    "env-file.require-pod-binding": "refuse files not pinned to a pod (its UID, or its namespace and name)",
     "env-file.pod-binding-engine": "whose annotations name the pod: containerd, crio, podman, docker or none "
     "(empty: GPU_ENV_HOOK_ENGINE, which install --engine sets for the hook)",
     "gpu-env": "how the runtime shim and podman's precreate stage hand devices over (gpu-env-hook only)",
@@ -632,11 +632,27 @@ def _env_file_app(config: str | None) -> typer.Typer:
 
     @app.command("write")
     @guarded
-    def write(
+    def write(  # noqa: PLR0917 - typer passes each option as a parameter
         path: Annotated[str, typer.Argument(help="absolute path inside an [env-file] directory")],
         assignments: Annotated[list[str], typer.Argument(metavar="KEY=VALUE...", help="variables to write")],
         pod_uid: Annotated[
             str | None, typer.Option("--pod-uid", metavar="UID", help="pin the file to this pod UID")
+        ] = None,
+        pod_namespace: Annotated[
+            str | None,
+            typer.Option(
+                "--pod-namespace",
+                metavar="NS",
+                help="pin the file to the pod of this namespace (and --pod-name)",
+            ),
+        ] = None,
+        pod_name: Annotated[
+            str | None,
+            typer.Option(
+                "--pod-name",
+                metavar="NAME",
+                help="pin the file to the pod of this name (and --pod-namespace)",
+            ),
         ] = None,
         container: Annotated[
             str | None,
@@ -644,7 +660,18 @@ def _env_file_app(config: str | None) -> typer.Typer:
         ] = None,
     ) -> None:
         """Write an env file atomically, root-owned, mode 0644, refusing what the hook would refuse."""
-        typer.echo(write_command(config, path, assignments, pod_uid=pod_uid, container=container), nl=False)
+        typer.echo(
+            write_command(
+                config,
+                path,
+                assignments,
+                pod_uid=pod_uid,
+                container=container,
+                pod_namespace=pod_namespace,
+                pod_name=pod_name,
+            ),
+            nl=False,
+        )
 
     @app.command("path")
     @guarded
@@ -667,6 +694,22 @@ def _env_file_app(config: str | None) -> typer.Typer:
         pod_uid: Annotated[
             str | None, typer.Option("--pod-uid", metavar="UID", help="check the pin against this pod UID")
         ] = None,
+        pod_namespace: Annotated[
+            str | None,
+            typer.Option(
+                "--pod-namespace",
+                metavar="NS",
+                help="check the pin against this pod namespace (with --pod-name)",
+            ),
+        ] = None,
+        pod_name: Annotated[
+            str | None,
+            typer.Option(
+                "--pod-name",
+                metavar="NAME",
+                help="check the pin against this pod name (with --pod-namespace)",
+            ),
+        ] = None,
         container: Annotated[
             str | None,
             typer.Option("--container", metavar="NAME", help="check the pin against this container name"),
@@ -683,7 +726,14 @@ def _env_file_app(config: str | None) -> typer.Typer:
     ) -> None:
         """Run every check the hook runs on an env file and report each one."""
         text, ok = check_command(
-            config, path, pod_uid=pod_uid, container=container, colour=sys.stdout.isatty(), engine=engine
+            config,
+            path,
+            pod_uid=pod_uid,
+            container=container,
+            colour=sys.stdout.isatty(),
+            pod_namespace=pod_namespace,
+            pod_name=pod_name,
+            engine=engine,
         )
         typer.echo(text, nl=False)
         if not ok:

@@ -127,9 +127,11 @@ def check_pod_binding(env_file: Any) -> Check:
     ``GPU_ENV_HOOK_ENGINE`` as doctor sees it), and whether env files can pass at all."""
     name = "pod binding"
     engine = env_file.pod_binding_engine
-    keys = envvars.POD_BINDING_ANNOTATIONS.get(engine)
+    from hook import pod
+
+    keys = pod.ENGINE_KEYS.get(engine)
     if keys is not None:
-        return Check(name, ok=True, detail=f"{engine}: pins checked against {', '.join(keys)}")
+        return Check(name, ok=True, detail=f"{engine}: pins checked against {', '.join(keys.values())}")
     fix = (
         'set [env-file] pod-binding-engine = "containerd" or "crio" on a Kubernetes node '
         "(install --engine sets GPU_ENV_HOOK_ENGINE for the hook)"

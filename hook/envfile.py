@@ -10,7 +10,7 @@ from __future__ import annotations
 import _stat as stat
 import posix
 
-from hook import envvars
+from hook import envvars, pod
 from hook.beneath import describe_mode, open_beneath, refuse, trust_problem
 from hook.config import is_env_name
 
@@ -269,35 +269,20 @@ def resolve_binding(
 ) -> bool:
     """Check the file's pin against the container's annotations; return whether it is pinned.
 
-    Only the annotations of ``engine`` (``[env-file] pod-binding-engine``) count: each CRI engine sets its
-    own pair itself, over anything a pod passes through, while the other engine's keys may be copied from
-    the pod's own annotations. A missing key is a refusal, never a reason to look at another key. podman,
-    docker and ``none`` have no annotation a pin can be checked against: a pinned file is refused there.
+    The rule is ``hook.pod``'s: a pod UID, or a namespace and name together, judged only by the annotations of
+    ``engine`` (``[env-file] pod-binding-engine``); podman, docker and ``none`` have no annotation a pin can
+    be checked against, so a pinned file is refused there.
     """
-    pod_uid = pins.get(envvars.GPU_ENV_HOOK_POD_UID)
-    container = pins.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME)
-    if pod_uid is None:
-        if container is not None:
-            raise refuse(path, f"{envvars.GPU_ENV_HOOK_CONTAINER_NAME} needs {envvars.GPU_ENV_HOOK_POD_UID}")
+    problem = pod.pin_error(pins)
+    if problem is not None:
+        raise refuse(path, problem)
+    if not pod.is_pinned(pins):
         if required:
-            raise refuse(path, f"is not pinned to a pod ({envvars.GPU_ENV_HOOK_POD_UID} is required)")
+            raise refuse(path, f"is not pinned to a pod ({pod.NEEDS_POD}, is required)")
         return False
-    keys = envvars.POD_BINDING_ANNOTATIONS.get(engine)
-    if keys is None:
-        if engine == "none":
-            raise refuse(
-                path,
-                "is pinned to a pod, but no pod-binding-engine is set "
-                f"(env-file.pod-binding-engine, or {envvars.GPU_ENV_HOOK_ENGINE} from install --engine)",
-            )
-        raise refuse(
-            path,
-            f"is pinned to a pod, but pod-binding-engine is {engine}, whose annotations are chosen by "
-            "whoever starts the container: the pin cannot be checked",
-        )
-    _match_annotation(pod_uid, annotations, keys[0], path, what="pod", engine=engine)
-    if container is not None:
-        _match_annotation(container, annotations, keys[1], path, what="container", engine=engine)
+    problem = pod.pin_mismatch(pins, annotations, engine)
+    if problem is not None:
+        raise refuse(path, problem)
     return True
 
 
@@ -308,19 +293,6 @@ def check_pins(
     return resolve_binding(
         pins, annotations, path, required=settings.require_pod_binding, engine=settings.pod_binding_engine
     )
-
-
-def _match_annotation(
-    pinned: str, annotations: dict[str, str], key: str, path: str, *, what: str, engine: str
-) -> None:
-    """Refuse unless the engine's annotation ``key`` is present and equals the pinned value."""
-    if key not in annotations:
-        raise refuse(
-            path,
-            f"is pinned to a {what} but the container has no {key} annotation (pod-binding-engine {engine})",
-        )
-    if annotations[key] != pinned:
-        raise refuse(path, f"is pinned to another {what} (annotation {key} differs)")
 
 
 def merge_env(entries: list[str], values: dict[str, str]) -> list[str]:

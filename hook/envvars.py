@@ -27,10 +27,18 @@ GPU_ENV_RUNTIME_PROBE = "GPU_ENV_RUNTIME_PROBE"
 # The env-file feature: the default name of the variable that names the file.
 NVIDIA_ENV_FROM_FILE = "NVIDIA_ENV_FROM_FILE"
 
-# Reserved keys of an env file that pin it to one pod / container; never merged into the environment.
+# Reserved keys of an env file that pin it to one pod (its UID, or its namespace and name) / container;
+# never merged into the environment (the rule: ``hook.pod``).
 GPU_ENV_HOOK_POD_UID = "GPU_ENV_HOOK_POD_UID"
+GPU_ENV_HOOK_POD_NAMESPACE = "GPU_ENV_HOOK_POD_NAMESPACE"
+GPU_ENV_HOOK_POD_NAME = "GPU_ENV_HOOK_POD_NAME"
 GPU_ENV_HOOK_CONTAINER_NAME = "GPU_ENV_HOOK_CONTAINER_NAME"
-RESERVED_KEYS = (GPU_ENV_HOOK_POD_UID, GPU_ENV_HOOK_CONTAINER_NAME)
+RESERVED_KEYS = (
+    GPU_ENV_HOOK_POD_UID,
+    GPU_ENV_HOOK_POD_NAMESPACE,
+    GPU_ENV_HOOK_POD_NAME,
+    GPU_ENV_HOOK_CONTAINER_NAME,
+)
 
 # ``[env-file] pod-binding-engine``: whose OCI annotations name the pod and the container. Each CRI engine
 # sets its own pair itself, after (so over) anything a pod passes through; see docs/env-file.md. podman's

@@ -50,6 +50,7 @@ MODULES = (
     "hook.mode",
     "hook.nvcli",
     "hook.paths",
+    "hook.pod",
     "hook.precreate",
     "hook.prestart",
     "hook.privilege",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 
-from hook import envvars
+from hook import envvars, pod
 from hook.beneath import open_directory_beneath, refuse, split_beneath
 from hook.config import EnvFileSettings, default_settings, is_env_name
 from hook.envfile import (
@@ -116,25 +116,28 @@ def build_env_file(
     container: str | None = None,
     settings: EnvFileSettings | None = None,
     path: str = "<env file>",
+    pod_namespace: str | None = None,
+    pod_name: str | None = None,
 ) -> bytes:
-    """Build the file's bytes, refusing what the hook would refuse (keys, NUL, size, a pin without a pod)."""
+    """Build the file's bytes, refusing what the hook would refuse (keys, NUL, size, a pin without a pod).
+
+    The pin (``hook.pod``): the pod's UID, or its namespace and name (what pod-resources ``List()`` gives a
+    device plugin), and optionally the container's name."""
     settings = settings or default_env_file_settings()
-    if container is not None and pod_uid is None:
-        raise refuse(path, f"{envvars.GPU_ENV_HOOK_CONTAINER_NAME} needs {envvars.GPU_ENV_HOOK_POD_UID}")
-    for name, pin in (
-        (envvars.GPU_ENV_HOOK_POD_UID, pod_uid),
-        (envvars.GPU_ENV_HOOK_CONTAINER_NAME, container),
-    ):
+    pins = pod.pod_pins(uid=pod_uid, namespace=pod_namespace, name=pod_name, container=container)
+    problem = pod.pin_error(pins)
+    if problem is not None:
+        raise refuse(path, problem)
+    for name, pin in pins.items():
         if pin == "":
             raise refuse(path, f"{name} must not be empty (the hook refuses an empty pin)")
     lines = [_HEADER]
-    pins = ((envvars.GPU_ENV_HOOK_POD_UID, pod_uid), (envvars.GPU_ENV_HOOK_CONTAINER_NAME, container))
-    lines += [_line(key, value, path) for key, value in pins if value is not None]
+    lines += [_line(key, value, path) for key, value in pins.items()]
     for key, value in values.items():
         if not is_env_name(key):
             raise refuse(path, f"key {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
         if key in envvars.RESERVED_KEYS:
-            raise refuse(path, f"key {key} is reserved: give it with the pod uid / container name options")
+            raise refuse(path, f"key {key} is reserved: give it with the pod / container options")
         rule = refused_key_rule(key, settings.variable)
         if rule is not None:
             raise refuse(path, f"key {key} matches {rule} and may not be set from an env file")
@@ -166,6 +169,8 @@ def write_env_file(
     container: str | None = None,
     settings: EnvFileSettings | None = None,
     owner: tuple[int, int] | None = ROOT_OWNER,
+    pod_namespace: str | None = None,
+    pod_name: str | None = None,
 ) -> None:
     """Write the env file atomically (temp file beside it, fsync, rename, fsync the directory), owned by
     root, mode 0644, inside the configured directories: the hook never sees a partial file.
@@ -179,7 +184,15 @@ def write_env_file(
 
     settings = settings or default_env_file_settings()
     split_beneath(path, settings.directories)
-    data = build_env_file(values, pod_uid=pod_uid, container=container, settings=settings, path=path)
+    data = build_env_file(
+        values,
+        pod_uid=pod_uid,
+        container=container,
+        settings=settings,
+        path=path,
+        pod_namespace=pod_namespace,
+        pod_name=pod_name,
+    )
     try:
         directory_fd, name = open_directory_beneath(path, settings.directories)
     except EnvFileMissingError:
@@ -206,22 +219,25 @@ class CheckStep(Record):
 class EnvFileReport:
     """What :func:`check_env_file` found: each step in the hook's order, and the variables on success."""
 
-    __slots__ = ("path", "pinned_container", "pinned_pod_uid", "steps", "values")
+    __slots__ = ("path", "pins", "steps", "values")
 
     def __init__(
-        self,
-        *,
-        path: str,
-        steps: list[CheckStep],
-        values: dict[str, str],
-        pinned_pod_uid: str | None,
-        pinned_container: str | None,
+        self, *, path: str, steps: list[CheckStep], values: dict[str, str], pins: dict[str, str]
     ) -> None:
         self.path = path
         self.steps = steps
         self.values = values
-        self.pinned_pod_uid = pinned_pod_uid
-        self.pinned_container = pinned_container
+        self.pins = pins
+
+    @property
+    def pinned_pod_uid(self) -> str | None:
+        """The pod UID the file is pinned to, if any."""
+        return self.pins.get(pod.UID)
+
+    @property
+    def pinned_container(self) -> str | None:
+        """The container name the file is pinned to, if any."""
+        return self.pins.get(pod.CONTAINER)
 
     @property
     def ok(self) -> bool:
@@ -235,14 +251,17 @@ def check_env_file(
     *,
     pod_uid: str | None = None,
     container: str | None = None,
+    pod_namespace: str | None = None,
+    pod_name: str | None = None,
 ) -> EnvFileReport:
     """Run the hook's checks on ``path`` in its order, stopping at the first failure.
 
-    ``pod_uid`` / ``container`` stand for the container's pod annotations: given, the pin is checked
-    against them as the hook would; not given, only ``require-pod-binding`` is checked. ``settings`` None:
-    the node's, as the installed hook has them (its config.toml and the engine it runs for: see
-    ``hook.configfile.load_node_settings``).
+    ``pod_uid`` / ``pod_namespace`` / ``pod_name`` / ``container`` stand for the container's pod annotations:
+    given, the pin is checked against them as the hook would; not given, only ``require-pod-binding`` is
+    checked. ``settings`` None: the node's, as the installed hook has them (its config.toml and the engine it
+    runs for: see ``hook.configfile.load_node_settings``).
     """
+    given = pod.pod_pins(uid=pod_uid, namespace=pod_namespace, name=pod_name, container=container)
     if settings is None:
         from hook.configfile import load_node_settings
 
@@ -252,13 +271,7 @@ def check_env_file(
     reserved: dict[str, str] = {}
 
     def report() -> EnvFileReport:
-        return EnvFileReport(
-            path=path,
-            steps=steps,
-            values=values,
-            pinned_pod_uid=reserved.get(envvars.GPU_ENV_HOOK_POD_UID),
-            pinned_container=reserved.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME),
-        )
+        return EnvFileReport(path=path, steps=steps, values=values, pins=dict(reserved))
 
     try:
         directory, _ = split_beneath(path, settings.directories)
@@ -290,7 +303,7 @@ def check_env_file(
     except EnvFileError as err:  # the pin cannot be found in a file that does not parse
         steps.append(CheckStep("content", ok=False, detail=str(err)))
         return report()
-    steps.append(_binding_step(reserved, path, settings, pod_uid=pod_uid, container=container))
+    steps.append(_binding_step(reserved, path, settings, given=given))
     if not steps[-1].ok:
         return report()
     try:
@@ -316,34 +329,21 @@ def _lstat(path: str) -> os.stat_result:
 
 
 def _binding_step(
-    reserved: dict[str, str],
-    path: str,
-    settings: EnvFileSettings,
-    *,
-    pod_uid: str | None,
-    container: str | None,
+    reserved: dict[str, str], path: str, settings: EnvFileSettings, *, given: dict[str, str]
 ) -> CheckStep:
-    """Check the pod pin as the hook would, against the given pod uid / container name when there are."""
-    pin = reserved.get(envvars.GPU_ENV_HOOK_POD_UID)
-    pinned_container = reserved.get(envvars.GPU_ENV_HOOK_CONTAINER_NAME)
-    # The container's annotations as the engine in effect (pod-binding-engine) would set them.
-    pod_key, container_key = envvars.POD_BINDING_ANNOTATIONS.get(settings.pod_binding_engine, ("", ""))
-    annotations: dict[str, str] = {}
-    if pod_uid is not None:
-        annotations[pod_key] = pod_uid
-    if container is not None:
-        annotations[container_key] = container
-    if pin is not None and pod_uid is None:
-        # Without the container's annotations only the pin's shape can be checked.
-        annotations = {pod_key: pin}
-        if pinned_container is not None:
-            annotations[container_key] = pinned_container
+    """Check the pod pin as the hook would, against the given pod (and container) when there is one."""
+    # The container's annotations as the engine in effect (pod-binding-engine) would set them; without a
+    # given pod, only the pin's shape (and whether the engine can check a pin) is checked.
+    annotations = pod.as_annotations(given if pod.is_pinned(given) else reserved, settings.pod_binding_engine)
     try:
         pinned = check_pins(reserved, annotations, path, settings)
     except EnvFileError as err:
         return CheckStep("binding", ok=False, detail=str(err))
     if not pinned:
         return CheckStep("binding", ok=True, detail="not pinned to a pod (require-pod-binding is off)")
-    what = f"pinned to pod {pin}" + (f", container {pinned_container}" if pinned_container else "")
-    checked = " (matches)" if pod_uid is not None else " (give --pod-uid to check it against a pod)"
-    return CheckStep("binding", ok=True, detail=what + checked)
+    checked = (
+        " (matches)"
+        if pod.is_pinned(given)
+        else " (give --pod-uid, or --pod-namespace and --pod-name, to check it against a pod)"
+    )
+    return CheckStep("binding", ok=True, detail=f"pinned to {pod.describe_pin(reserved)}{checked}")

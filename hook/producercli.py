@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 PROG = "gpu-env-hook"
 # Each command's options (all take one value) and its positional arguments: (minimum, maximum or None).
 _OPTIONS = {
-    "write": ("--pod-uid", "--container"),
+    "write": ("--pod-uid", "--pod-namespace", "--pod-name", "--container"),
     "path": ("--directory",),
-    "check": ("--pod-uid", "--container", "--engine"),
+    "check": ("--pod-uid", "--pod-namespace", "--pod-name", "--container", "--engine"),
 }
 _POSITIONALS = {"write": (2, None), "path": (1, None), "check": (1, 1)}
 # What click.style(text, fg=...) wraps a coloured mark in.
@@ -82,6 +82,8 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
                 positionals[1:],
                 pod_uid=options.get("--pod-uid"),
                 container=options.get("--container"),
+                pod_namespace=options.get("--pod-namespace"),
+                pod_name=options.get("--pod-name"),
             )
             code = 0
         elif command == "path":
@@ -93,6 +95,8 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
                 positionals[0],
                 pod_uid=options.get("--pod-uid"),
                 container=options.get("--container"),
+                pod_namespace=options.get("--pod-namespace"),
+                pod_name=options.get("--pod-name"),
                 colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"),
                 engine=options.get("--engine"),
             )
@@ -125,14 +129,29 @@ def load_settings(config: str | None, engine: str | None = None) -> Settings:
 
 
 def write_command(
-    config: str | None, path: str, assignments: list[str], *, pod_uid: str | None, container: str | None
+    config: str | None,
+    path: str,
+    assignments: list[str],
+    *,
+    pod_uid: str | None,
+    container: str | None,
+    pod_namespace: str | None = None,
+    pod_name: str | None = None,
 ) -> str:
     """``env-file write``: write the file; return what to print (its path)."""
     from hook.producer import parse_assignments, write_env_file
 
     values = parse_assignments(assignments, "env-file write")
     settings = load_settings(config)
-    write_env_file(path, values, pod_uid=pod_uid, container=container, settings=settings.env_file)
+    write_env_file(
+        path,
+        values,
+        pod_uid=pod_uid,
+        container=container,
+        settings=settings.env_file,
+        pod_namespace=pod_namespace,
+        pod_name=pod_name,
+    )
     return f"{path}\n"
 
 
@@ -153,13 +172,22 @@ def check_command(
     container: str | None,
     colour: bool,
     engine: str | None = None,
+    pod_namespace: str | None = None,
+    pod_name: str | None = None,
 ) -> tuple[str, bool]:
     """``env-file check``: return what to print (one line per check) and whether the hook would accept it
     (``engine``: ``--engine``, the engine whose pod annotations the pin is checked against)."""
     from hook.producer import check_env_file
 
     settings = load_settings(config, engine)
-    report = check_env_file(path, settings.env_file, pod_uid=pod_uid, container=container)
+    report = check_env_file(
+        path,
+        settings.env_file,
+        pod_uid=pod_uid,
+        container=container,
+        pod_namespace=pod_namespace,
+        pod_name=pod_name,
+    )
     return format_steps(report.steps, colour=colour), report.ok
 
 

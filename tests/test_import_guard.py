@@ -193,10 +193,10 @@ WRITE = frozenset({"hook.atomicwrite"})
 ERRORS = frozenset({"hook.errors"})
 # The env-file code (opening beneath the directory, the linear reader hook.dotenvreader: no re, no typing),
 # loaded only when a container names a file.
-DOTENV_PARSER = frozenset({"hook.envfile", "hook.beneath", "_stat", "hook.dotenvreader"})
+DOTENV_PARSER = frozenset({"hook.envfile", "hook.beneath", "_stat", "hook.dotenvreader", "hook.pod"})
 # The env-file commands a device plugin runs per container: no typer, no hashlib (OpenSSL), no typing.
 PRODUCER = ENTRY | OS | SETTINGS | ERRORS | {"hook.__main__", "hook.producercli", "hook.producer"}
-PRODUCER |= {"hook.envfile", "hook.beneath"}  # the rules the writer checks a file against
+PRODUCER |= {"hook.envfile", "hook.beneath", "hook.pod"}  # the rules the writer checks a file against
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
@@ -227,7 +227,7 @@ PINNED = {
     | REQUEST
     | EXEC_CLI
     | WRITE
-    | {"hook.handoff", "hook.envfile", "hook.beneath", "_stat"},
+    | {"hook.handoff", "hook.envfile", "hook.beneath", "_stat", "hook.pod"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | ERRORS | {"hook.shim", "hook.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256"},

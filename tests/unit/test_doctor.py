@@ -313,14 +313,16 @@ def test_python_as_the_entry_needs_isolate_flag_in_its_args(
             "containerd",
             True,
             True,
-            "containerd: pins checked against io.kubernetes.cri.sandbox-uid, io.kubernetes.cri.container-name",
+            "containerd: pins checked against io.kubernetes.cri.sandbox-uid, io.kubernetes.cri.sandbox-namespace, "
+            "io.kubernetes.cri.sandbox-name, io.kubernetes.cri.container-name",
             id="containerd",
         ),
         pytest.param(
             "crio",
             False,
             True,
-            "crio: pins checked against io.kubernetes.pod.uid, io.kubernetes.container.name",
+            "crio: pins checked against io.kubernetes.pod.uid, io.kubernetes.pod.namespace, io.kubernetes.pod.name, "
+            "io.kubernetes.container.name",
             id="crio",
         ),
         pytest.param("none", False, None, "none (no engine set): pinned env files are refused", id="none"),

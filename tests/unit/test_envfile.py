@@ -401,10 +401,23 @@ def test_refusals_never_echo_content(lines: list[tuple[str, str, str]]) -> None:
 
 # --- pod binding ---------------------------------------------------------------------------------------------
 
-CONTAINERD = {"io.kubernetes.cri.sandbox-uid": "uid-1", "io.kubernetes.cri.container-name": "main"}
-CRIO = {"io.kubernetes.pod.uid": "uid-1", "io.kubernetes.container.name": "main"}
+CONTAINERD = {
+    "io.kubernetes.cri.sandbox-uid": "uid-1",
+    "io.kubernetes.cri.sandbox-namespace": "ns-1",
+    "io.kubernetes.cri.sandbox-name": "pod-1",
+    "io.kubernetes.cri.container-name": "main",
+}
+CRIO = {
+    "io.kubernetes.pod.uid": "uid-1",
+    "io.kubernetes.pod.namespace": "ns-1",
+    "io.kubernetes.pod.name": "pod-1",
+    "io.kubernetes.container.name": "main",
+}
 POD = "GPU_ENV_HOOK_POD_UID"
+NAMESPACE = "GPU_ENV_HOOK_POD_NAMESPACE"
+NAME = "GPU_ENV_HOOK_POD_NAME"
 CONTAINER = "GPU_ENV_HOOK_CONTAINER_NAME"
+BY_NAME = {NAMESPACE: "ns-1", NAME: "pod-1"}
 
 
 @pytest.mark.parametrize(
@@ -433,6 +446,12 @@ CONTAINER = "GPU_ENV_HOOK_CONTAINER_NAME"
             True,
             id="crio-ignores-a-pod-annotation-with-containerds-key",
         ),
+        pytest.param(BY_NAME, CONTAINERD, "containerd", True, True, id="containerd-namespace-name"),
+        pytest.param(BY_NAME, CRIO, "crio", True, True, id="crio-namespace-name"),
+        pytest.param(
+            {**BY_NAME, CONTAINER: "main"}, CRIO, "crio", True, True, id="crio-namespace-name-container"
+        ),
+        pytest.param({**BY_NAME, POD: "uid-1"}, CONTAINERD, "containerd", True, True, id="uid-and-name"),
     ],
 )
 def test_binding_accepts(
@@ -528,15 +547,75 @@ def test_binding_accepts(
             CONTAINERD,
             "containerd",
             False,
-            r"^env file '/f': GPU_ENV_HOOK_CONTAINER_NAME needs GPU_ENV_HOOK_POD_UID$",
+            r"^env file '/f': GPU_ENV_HOOK_CONTAINER_NAME needs GPU_ENV_HOOK_POD_UID, or "
+            r"GPU_ENV_HOOK_POD_NAMESPACE and GPU_ENV_HOOK_POD_NAME$",
             id="container-without-pod",
+        ),
+        pytest.param(
+            {NAMESPACE: "ns-1"},
+            CONTAINERD,
+            "containerd",
+            False,
+            r"^env file '/f': GPU_ENV_HOOK_POD_NAMESPACE needs GPU_ENV_HOOK_POD_NAME$",
+            id="namespace-without-name",
+        ),
+        pytest.param(
+            {NAME: "pod-1", POD: "uid-1"},
+            CONTAINERD,
+            "containerd",
+            False,
+            r"^env file '/f': GPU_ENV_HOOK_POD_NAME needs GPU_ENV_HOOK_POD_NAMESPACE$",
+            id="name-without-namespace",
+        ),
+        pytest.param(
+            {NAMESPACE: "ns-1", NAME: "other"},
+            CONTAINERD,
+            "containerd",
+            False,
+            r"^env file '/f': is pinned to another pod \(annotation io\.kubernetes\.cri\.sandbox-name differs\)$",
+            id="containerd-other-pod-name",
+        ),
+        pytest.param(
+            {NAMESPACE: "other", NAME: "pod-1"},
+            CRIO,
+            "crio",
+            False,
+            r"^env file '/f': is pinned to another pod \(annotation io\.kubernetes\.pod\.namespace differs\)$",
+            id="crio-same-name-other-namespace",
+        ),
+        pytest.param(
+            {**BY_NAME, POD: "uid-2"},
+            CONTAINERD,
+            "containerd",
+            False,
+            r"^env file '/f': is pinned to another pod \(annotation io\.kubernetes\.cri\.sandbox-uid differs\)$",
+            id="uid-differs-name-matches",
+        ),
+        pytest.param(
+            BY_NAME,
+            {"io.kubernetes.pod.namespace": "ns-1", "io.kubernetes.pod.name": "pod-1"},
+            "containerd",
+            False,
+            r"^env file '/f': is pinned to a pod but the container has no io\.kubernetes\.cri\.sandbox-namespace "
+            r"annotation \(pod-binding-engine containerd\)$",
+            id="containerd-name-never-from-pod-keys",
+        ),
+        pytest.param(
+            BY_NAME,
+            CONTAINERD,
+            "docker",
+            False,
+            r"^env file '/f': is pinned to a pod, but pod-binding-engine is docker, whose annotations are "
+            r"chosen by whoever starts the container: the pin cannot be checked$",
+            id="docker-namespace-name",
         ),
         pytest.param(
             {},
             CONTAINERD,
             "containerd",
             True,
-            r"^env file '/f': is not pinned to a pod \(GPU_ENV_HOOK_POD_UID is required\)$",
+            r"^env file '/f': is not pinned to a pod \(GPU_ENV_HOOK_POD_UID, or GPU_ENV_HOOK_POD_NAMESPACE and "
+            r"GPU_ENV_HOOK_POD_NAME, is required\)$",
             id="pin-required",
         ),
     ],

@@ -136,7 +136,7 @@ def test_quote_value_escapes_backslash_quote_and_newline() -> None:
             {"GPU_ENV_HOOK_POD_UID": "1"},
             {},
             r"^env file '<env file>': key GPU_ENV_HOOK_POD_UID is reserved: "
-            r"give it with the pod uid / container name options$",
+            r"give it with the pod / container options$",
             id="pin-as-value",
         ),
         pytest.param(
@@ -158,8 +158,14 @@ def test_quote_value_escapes_backslash_quote_and_newline() -> None:
             {},
             {"container": "main"},
             r"^env file '<env file>': GPU_ENV_HOOK_CONTAINER_NAME needs "
-            r"GPU_ENV_HOOK_POD_UID$",
+            r"GPU_ENV_HOOK_POD_UID, or GPU_ENV_HOOK_POD_NAMESPACE and GPU_ENV_HOOK_POD_NAME$",
             id="container-without-pod",
+        ),
+        pytest.param(
+            {},
+            {"pod_namespace": "ns"},
+            r"^env file '<env file>': GPU_ENV_HOOK_POD_NAMESPACE needs GPU_ENV_HOOK_POD_NAME$",
+            id="namespace-without-name",
         ),
         pytest.param(
             {},
@@ -339,6 +345,27 @@ def test_check_reports_every_step_of_an_accepted_file(env_dir: Path) -> None:
 
 
 @needs_root
+def test_write_and_check_a_namespace_name_pin(env_dir: Path) -> None:
+    """A plugin that knows the pod only from pod-resources List() pins the file by namespace and name."""
+    settings_ = env_settings(env_dir, pod_binding_engine="containerd")
+    path = str(env_dir / "a.env")
+    write_env_file(path, {"A": "1"}, pod_namespace="ns", pod_name="web-0", settings=settings_)
+    assert Path(path).read_text().splitlines()[1:] == [
+        'GPU_ENV_HOOK_POD_NAMESPACE="ns"',
+        'GPU_ENV_HOOK_POD_NAME="web-0"',
+        'A="1"',
+    ]
+    report = check_env_file(path, settings_, pod_namespace="ns", pod_name="web-0")
+    assert report.ok
+    assert report.steps[2].detail == "pinned to pod ns/web-0 (matches)"
+    assert report.pins == {"GPU_ENV_HOOK_POD_NAMESPACE": "ns", "GPU_ENV_HOOK_POD_NAME": "web-0"}
+    report = check_env_file(path, settings_)
+    assert report.steps[2].detail == (
+        "pinned to pod ns/web-0 (give --pod-uid, or --pod-namespace and --pod-name, to check it against a pod)"
+    )
+
+
+@needs_root
 @pytest.mark.parametrize(
     ("name", "content", "mode", "kwargs", "failed", "message"),
     [
@@ -387,11 +414,21 @@ def test_check_reports_every_step_of_an_accepted_file(env_dir: Path) -> None:
         ),
         pytest.param(
             "a.env",
+            "GPU_ENV_HOOK_POD_NAMESPACE=ns\nGPU_ENV_HOOK_POD_NAME=web-0\n",
+            0o644,
+            {"pod_namespace": "ns", "pod_name": "web-1"},
+            "binding",
+            r"is pinned to another pod \(annotation io\.kubernetes\.cri\.sandbox-name differs\)$",
+            id="other-pod-by-name",
+        ),
+        pytest.param(
+            "a.env",
             "A=1\n",
             0o644,
             {"require_pod_binding": True},
             "binding",
-            r"is not pinned to a pod \(GPU_ENV_HOOK_POD_UID is required\)",
+            r"is not pinned to a pod \(GPU_ENV_HOOK_POD_UID, or GPU_ENV_HOOK_POD_NAMESPACE and GPU_ENV_HOOK_POD_NAME, "
+            r"is required\)",
             id="pin-required",
         ),
     ],
