@@ -689,7 +689,7 @@ def _env_file_app(config: str | None) -> typer.Typer:
 
     @app.command("check")
     @guarded
-    def check(
+    def check(  # noqa: PLR0917 - typer passes each option as a parameter
         path: Annotated[str, typer.Argument(help="the env file")],
         pod_uid: Annotated[
             str | None, typer.Option("--pod-uid", metavar="UID", help="check the pin against this pod UID")

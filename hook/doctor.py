@@ -14,7 +14,7 @@ import re
 import stat
 from typing import Any, NamedTuple
 
-from hook import envvars, paths
+from hook import paths
 from hook.errors import HookError
 
 _BINARY_DIRS = tuple(paths.FIXED_PATH.split(":"))
