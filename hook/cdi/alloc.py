@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 
 from hook import envvars
+from hook.cdi.inject import ALLOC_FILE_PREFIX as FILE_PREFIX
+from hook.cdi.inject import ALLOC_KIND
 from hook.cdi.names import quote
 from hook.errors import CdiError, UsageError
 
@@ -34,10 +36,7 @@ if TYPE_CHECKING:
 
     from hook.cdi.registry import Registry
 
-ALLOC_VENDOR = "gpu-env.dev"
-ALLOC_CLASS = "alloc"
-ALLOC_KIND = f"{ALLOC_VENDOR}/{ALLOC_CLASS}"
-FILE_PREFIX = f"{ALLOC_VENDOR}-{ALLOC_CLASS}_"
+
 DEFAULT_DIRECTORY = "/var/run/cdi"
 KUBELET_PODS_DIR = "/var/lib/kubelet/pods"
 HASH_HEX_CHARS = 16

@@ -8,20 +8,66 @@ runtime reads it, and ``NVIDIA_VISIBLE_DEVICES`` is set to ``void``, as NVIDIA's
 so that a legacy hook further down does nothing. A device no spec defines is refused, and nothing is
 written; when the request came from the env file, the refusal names the file, not the device (the file's
 content is never shown).
+
+A per-allocation device (``gpu-env.dev/alloc=<name>``, a spec ``cdi alloc write`` wrote for one pod) is
+resolved only for that pod: it must be requested by the pod's pinned env file (never by the image or the
+container's own environment), and the pod named in its spec's file name must be the container's, judged by
+``hook.pod`` as an env file's pin is (podman, Docker and ``none`` record no pod: refused there).
 """
 
 from __future__ import annotations
 
 from hook import envvars
-from hook.cdi.names import is_qualified_name
+from hook.cdi.names import is_qualified_name, quote
 from hook.errors import CdiError, CdiUnresolvableError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from hook.cdi.registry import Registry
     from hook.config import CdiSettings, Settings
     from hook.envfile import EnvFile
 
 VOID = "void"
+ALLOC_KIND = "gpu-env.dev/alloc"
+ALLOC_FILE_PREFIX = "gpu-env.dev-alloc_"
+_HEX = frozenset("0123456789abcdef")
+_POD_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
+
+
+def alloc_file_pins(file_name: str) -> tuple[str, dict[str, str]] | None:
+    """Split a per-allocation spec's file name into its allocation name and the pod it is for:
+    ``gpu-env.dev-alloc_<hex>_<pod-uid>.json`` or ``gpu-env.dev-alloc_<hex>_<namespace>_<name>.json``
+    (``_`` is in no UID, namespace or pod name). None for any other name (not a file ``cdi alloc`` wrote)."""
+    from hook import pod
+
+    if not (file_name.startswith(ALLOC_FILE_PREFIX) and file_name.endswith(".json")):
+        return None
+    parts = file_name[len(ALLOC_FILE_PREFIX) : -len(".json")].split("_")
+    if len(parts) not in (2, 3) or len(parts[0]) not in (16, 32) or not set(parts[0]) <= _HEX:
+        return None
+    if not all(part and len(part) <= 253 and set(part) <= _POD_NAME_CHARS for part in parts[1:]):
+        return None
+    if len(parts) == 2:
+        return parts[0], {pod.UID: parts[1]}
+    return parts[0], {pod.NAMESPACE: parts[1], pod.NAME: parts[2]}
+
+
+def alloc_binding_problem(
+    registry: Registry, name: str, annotations: dict[str, str], engine: str
+) -> str | None:
+    """Say why the allocation device ``name`` may not go to this container (None when it may, or when no
+    spec defines it: that is refused as unresolvable): its spec is not named for a pod, or for another."""
+    from hook import pod
+
+    entry = registry.devices.get(name)
+    if entry is None:
+        return None
+    parsed = alloc_file_pins(entry[0].path.rpartition("/")[2])
+    if parsed is None:
+        return "is defined by a spec not named for a pod (cdi alloc write names each for its pod)"
+    return pod.pin_mismatch(parsed[1], annotations, engine)
 
 
 def cdi_device_names(devices: list[str], default_kind: str) -> list[str]:
@@ -35,8 +81,17 @@ def cdi_device_names(devices: list[str], default_kind: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def inject_devices(document: dict[str, object], devices: list[str], cdi: CdiSettings) -> dict[str, object]:
-    """Return config.json with the CDI edits of ``devices`` applied and NVIDIA_VISIBLE_DEVICES set to void."""
+def inject_devices(
+    document: dict[str, object],
+    devices: list[str],
+    cdi: CdiSettings,
+    *,
+    check_alloc: Callable[[Registry, str], None] | None = None,
+) -> dict[str, object]:
+    """Return config.json with the CDI edits of ``devices`` applied and NVIDIA_VISIBLE_DEVICES set to void.
+
+    ``check_alloc(registry, name)`` is called for each allocation device requested and raises to refuse it;
+    without it, allocation devices are refused."""
     from hook.cdi.edits import apply_edits
     from hook.cdi.registry import load_registry, resolve_edits
 
@@ -49,6 +104,13 @@ def inject_devices(document: dict[str, object], devices: list[str], cdi: CdiSett
 
             for path in registry.skipped:
                 warning(f"{registry.errors[path][0]}; skipped")
+        for name in names:
+            if name.startswith(ALLOC_KIND + "="):
+                if check_alloc is None:
+                    raise CdiError(
+                        f"CDI allocation {quote(name, 128)} is resolved only for the pod it was written for"
+                    )
+                check_alloc(registry, name)
         edits = resolve_edits(registry, names)
         edited = apply_edits(document, edits)
     return apply_edits(edited, [{"env": [f"{envvars.NVIDIA_VISIBLE_DEVICES}={VOID}"]}])
@@ -66,15 +128,31 @@ def inject_requested(
     document: dict[str, object], devices: list[str], settings: Settings, env_file: EnvFile | None
 ) -> dict[str, object]:
     """``inject_devices`` for a container's request; an unknown device the env file asked for is refused
-    naming the file, never the device (the file's content is not shown)."""
-    try:
-        return inject_devices(document, devices, settings.cdi)
-    except CdiUnresolvableError as err:
-        selecting = (*settings.swarm_resource, envvars.NVIDIA_VISIBLE_DEVICES)
-        if env_file is None or not any(name in env_file.values for name in selecting):
-            raise
-        from hook.beneath import show_path
+    naming the file, never the device (the file's content is not shown). An allocation device is accepted
+    only from the pod's pinned env file, and only when its spec is for the container's pod."""
+    from hook.beneath import show_path
 
+    selecting = (*settings.swarm_resource, envvars.NVIDIA_VISIBLE_DEVICES)
+    from_file = env_file is not None and any(name in env_file.values for name in selecting)
+
+    def check_alloc(registry: Registry, name: str) -> None:
+        if env_file is None or not env_file.pinned or not from_file:
+            raise CdiError(
+                f"CDI allocation {quote(name, 128)} may be requested only by its pod's pinned env file, "
+                "not by the image or the container's own environment"
+            )
+        from hook.bundle import spec_annotations
+
+        engine = settings.env_file.pod_binding_engine
+        problem = alloc_binding_problem(registry, name, spec_annotations(document), engine)
+        if problem is not None:
+            raise CdiError(f"env file {show_path(env_file.path)}: a CDI allocation it requests {problem}")
+
+    try:
+        return inject_devices(document, devices, settings.cdi, check_alloc=check_alloc)
+    except CdiUnresolvableError as err:
+        if not from_file or env_file is None:
+            raise
         raise CdiError(
             f"env file {show_path(env_file.path)}: a device it requests is defined by no CDI spec in "
             f"{', '.join(settings.cdi.spec_dirs)}{err.skipped}"

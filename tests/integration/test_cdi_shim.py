@@ -55,21 +55,35 @@ class Setup:
         self.root = tmp_path / "runc-root"
         self.ids: list[str] = []
 
-    def bundle(self, env_file: Path, name: str = "bundle") -> Path:
+    def bundle(
+        self,
+        env_file: Path | None,
+        name: str = "bundle",
+        *,
+        env: tuple[str, ...] = (),
+        annotations: dict[str, str] | None = None,
+    ) -> Path:
         """A busybox bundle that prints what it sees of the GPU (stat added to the applets)."""
+        named = [f"NVIDIA_ENV_FROM_FILE={env_file}"] if env_file is not None else []
         bundle = make_runc_bundle(
-            self.tmp / name, args=["sh", "-c", PROBE], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+            self.tmp / name,
+            args=["sh", "-c", PROBE],
+            env=["PATH=/bin", *named, *env],
+            annotations=annotations,
         )
         stat = bundle / "rootfs" / "bin" / "stat"
         if not stat.exists():
             stat.symlink_to("busybox")
         return bundle
 
-    def shim(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run ``gpu-env-runtime ARGS`` with our config."""
+    def shim(self, *args: str, engine: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``gpu-env-runtime ARGS`` with our config (and the engine install --engine would name)."""
+        env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config)}
+        if engine is not None:
+            env["GPU_ENV_HOOK_ENGINE"] = engine
         return subprocess.run(
             [sys.executable, "-I", "-m", "hook.shim", *args],
-            env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config)},
+            env=env,
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -78,10 +92,10 @@ class Setup:
             check=False,
         )
 
-    def run_container(self, bundle: Path) -> subprocess.CompletedProcess[str]:
+    def run_container(self, bundle: Path, engine: str | None = None) -> subprocess.CompletedProcess[str]:
         cid = unique_id("cdi-shim")
         self.ids.append(cid)
-        return self.shim("--root", str(self.root), "run", "--bundle", str(bundle), cid)
+        return self.shim("--root", str(self.root), "run", "--bundle", str(bundle), cid, engine=engine)
 
 
 @pytest.fixture
@@ -335,3 +349,92 @@ def test_untrusted_spec_skipped(
     assert result.stderr.splitlines()[-1].endswith(f'(skipped specs: "{loose}")')
     assert (bundle / "config.json").read_bytes() == before
     assert not loose_marker.exists()
+
+
+VICTIM = {"io.kubernetes.cri.sandbox-uid": "pod-victim", "io.kubernetes.cri.container-name": "main"}
+ATTACKER = {"io.kubernetes.cri.sandbox-uid": "pod-attacker", "io.kubernetes.cri.container-name": "main"}
+
+
+def write_allocation(setup: Setup) -> str:
+    """``cdi alloc write`` for pod-victim: GPU 1 and a secret; return the allocation's device name."""
+    hook = [sys.executable, "-I", "-m", "hook", "-config", str(setup.config), "cdi", "alloc"]
+    written = subprocess.run(
+        [
+            *hook,
+            "write",
+            "--pod-uid",
+            "pod-victim",
+            "--id",
+            "slice-1",
+            "--device",
+            "1",
+            "--dir",
+            str(setup.run),
+        ]
+        + ["SECRET_TOKEN=victim-s3cret"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return written.stdout.split("\t")[0]
+
+
+def test_allocation_only_for_its_own_pod(setup: Setup, make_env_file: MakeEnvFile) -> None:
+    """Through the shim with real runc (containerd's pod annotations): the pod an allocation was written for
+    gets its GPU and secret; another pod naming it -- in its image's env, or in its own pinned env file -- is
+    refused in one line, config.json untouched, the secret never in a container."""
+    device = write_allocation(setup)
+    victim_file = make_env_file(
+        f"GPU_ENV_HOOK_POD_UID=pod-victim\nNVIDIA_VISIBLE_DEVICES={device}\n", name="victim.env"
+    )
+    result = setup.run_container(setup.bundle(victim_file, "victim", annotations=VICTIM), engine="containerd")
+    assert result.returncode == 0, result.stderr
+    assert f"node /dev/nvidia1 {GPU_MAJOR:x}:1 character special file" in result.stdout.splitlines()
+
+    probe = PROBE.replace("USER_", "USER_|SECRET_")
+    image = setup.bundle(None, "image-env", env=(f"NVIDIA_VISIBLE_DEVICES={device}",), annotations=ATTACKER)
+    own_file = make_env_file(
+        f"GPU_ENV_HOOK_POD_UID=pod-attacker\nNVIDIA_VISIBLE_DEVICES={device}\n", name="attacker.env"
+    )
+    own = setup.bundle(own_file, "own-file", annotations=ATTACKER)
+    for bundle in (image, own):
+        config = json.loads((bundle / "config.json").read_text())
+        config["process"]["args"] = ["sh", "-c", probe]
+        (bundle / "config.json").write_text(json.dumps(config))
+    cases = [
+        (
+            image,
+            f'gpu-env-runtime: CDI allocation "{device}" may be requested only by its pod\'s pinned env file, '
+            "not by the image or the container's own environment",
+        ),
+        (
+            own,
+            f"gpu-env-runtime: env file '{own_file}': a CDI allocation it requests is pinned to another pod "
+            "(annotation io.kubernetes.cri.sandbox-uid differs)",
+        ),
+    ]
+    for bundle, message in cases:
+        before = (bundle / "config.json").read_bytes()
+        result = setup.run_container(bundle, engine="containerd")
+        assert (result.returncode, result.stderr) == (1, message + "\n")
+        assert "victim-s3cret" not in result.stdout
+        assert (bundle / "config.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("engine", ["podman", "docker", "none"])
+def test_allocation_refused_without_pod_identity(
+    setup: Setup, make_env_file: MakeEnvFile, engine: str
+) -> None:
+    """podman, Docker and none record no pod a tenant cannot choose: an allocation is refused there, even
+    to a container whose annotations copy the right pod."""
+    device = write_allocation(setup)
+    env_file = make_env_file(f"NVIDIA_VISIBLE_DEVICES={device}\n")
+    bundle = setup.bundle(env_file, annotations=VICTIM)
+    before = (bundle / "config.json").read_bytes()
+    result = setup.run_container(bundle, engine=engine)
+    assert (result.returncode, result.stderr) == (
+        1,
+        f'gpu-env-runtime: CDI allocation "{device}" may be requested only by its pod\'s pinned env file, '
+        "not by the image or the container's own environment\n",
+    )
+    assert (bundle / "config.json").read_bytes() == before

@@ -139,6 +139,12 @@ def test_unresolvable_from_env_file_names_file(tmp_path: Path, make_env_file: Ma
             ["/dev/nvidiactl", "/dev/nvidia1"],
             id="pinned-file-trusted",
         ),
+        pytest.param("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1\n", [], id="cdi-name-unpinned-file-gated"),
+        pytest.param(
+            "GPU_ENV_HOOK_POD_UID=pod-1\nNVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1\n",
+            ["/dev/nvidiactl", "/dev/nvidia1"],
+            id="cdi-name-pinned-file-trusted",
+        ),
     ],
 )
 def test_unprivileged_gate_holds(
@@ -151,6 +157,15 @@ def test_unprivileged_gate_holds(
     doc = document([f"NVIDIA_ENV_FROM_FILE={env_file}"], annotations={"io.kubernetes.pod.uid": "pod-1"})
     out = json.loads(resolve_precreate(json.dumps(doc).encode(), node.config, source="c.toml"))
     assert device_paths(out) == devices
+
+
+@pytest.mark.parametrize("request_value", ["1", "nvidia.com/gpu=1"], ids=["device-id", "cdi-name"])
+def test_unprivileged_gate_from_image_env(request_value: str, tmp_path: Path) -> None:
+    """An unprivileged container's own NVIDIA_VISIBLE_DEVICES is ignored behind the gate, a CDI name exactly
+    as a device id (NVIDIA's accept-nvidia-visible-devices-envvar-when-unprivileged)."""
+    node = Node(tmp_path, extra="accept-nvidia-visible-devices-envvar-when-unprivileged = false\n")
+    doc = document([f"NVIDIA_VISIBLE_DEVICES={request_value}"])
+    assert resolve_precreate(json.dumps(doc).encode(), node.config, source="c.toml") == json.dumps(doc).encode()
 
 
 def test_prestart_refuses_cdi_names_in_cdi_mode() -> None:
