@@ -370,8 +370,8 @@ def write_allocation(setup: Setup) -> str:
             "1",
             "--dir",
             str(setup.run),
-        ]
-        + ["SECRET_TOKEN=victim-s3cret"],
+            "SECRET_TOKEN=victim-s3cret",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -404,13 +404,17 @@ def test_allocation_only_for_its_own_pod(setup: Setup, make_env_file: MakeEnvFil
     cases = [
         (
             image,
-            f'gpu-env-runtime: CDI allocation "{device}" may be requested only by its pod\'s pinned env file, '
-            "not by the image or the container's own environment",
+            (
+                f'gpu-env-runtime: CDI allocation "{device}" may be requested only by its pod\'s pinned env '
+                "file, not by the image or the container's own environment"
+            ),
         ),
         (
             own,
-            f"gpu-env-runtime: env file '{own_file}': a CDI allocation it requests is pinned to another pod "
-            "(annotation io.kubernetes.cri.sandbox-uid differs)",
+            (
+                f"gpu-env-runtime: env file '{own_file}': a CDI allocation it requests is pinned to another "
+                "pod (annotation io.kubernetes.cri.sandbox-uid differs)"
+            ),
         ),
     ]
     for bundle, message in cases:
@@ -434,7 +438,9 @@ def test_allocation_refused_without_pod_identity(
     result = setup.run_container(bundle, engine=engine)
     assert (result.returncode, result.stderr) == (
         1,
-        f'gpu-env-runtime: CDI allocation "{device}" may be requested only by its pod\'s pinned env file, '
-        "not by the image or the container's own environment\n",
+        (
+            f'gpu-env-runtime: CDI allocation "{device}" may be requested only by its pod\'s pinned env file, '
+            "not by the image or the container's own environment\n"
+        ),
     )
     assert (bundle / "config.json").read_bytes() == before

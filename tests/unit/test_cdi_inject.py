@@ -165,7 +165,9 @@ def test_unprivileged_gate_from_image_env(request_value: str, tmp_path: Path) ->
     as a device id (NVIDIA's accept-nvidia-visible-devices-envvar-when-unprivileged)."""
     node = Node(tmp_path, extra="accept-nvidia-visible-devices-envvar-when-unprivileged = false\n")
     doc = document([f"NVIDIA_VISIBLE_DEVICES={request_value}"])
-    assert resolve_precreate(json.dumps(doc).encode(), node.config, source="c.toml") == json.dumps(doc).encode()
+    assert (
+        resolve_precreate(json.dumps(doc).encode(), node.config, source="c.toml") == json.dumps(doc).encode()
+    )
 
 
 def test_prestart_refuses_cdi_names_in_cdi_mode() -> None:
