@@ -233,9 +233,26 @@ PINNED = {
     "producer-path": PRODUCER | {"_sha256"},
     "producer-write": PRODUCER | WRITE,
     "producer-check": PRODUCER | DOTENV_PARSER,
+    # The NRI backstop (every container of a node using the NRI plugin): config.json read, not decoded
+    # unless it names the env-file variable; a handled container (the variable set empty) passes.
+    "backstop-plain": ENTRY
+    | SPEC
+    | {"hook.__main__", "hook.state", "hook.specenv", "hook.nri", "hook.nri.backstop"},
+    "backstop-handled": ENTRY
+    | SPEC
+    | SETTINGS
+    | {"hook.__main__", "hook.state", "hook.specenv", "hook.nri", "hook.nri.backstop"},
 }
 ENV_FILE_CASES = ("env-file", "precreate", "shim-create", "producer-write", "producer-check")
-NO_EXEC_CASES = ("non-gpu", "precreate", "producer-path", "producer-write", "producer-check")
+NO_EXEC_CASES = (
+    "non-gpu",
+    "precreate",
+    "producer-path",
+    "producer-write",
+    "producer-check",
+    "backstop-plain",
+    "backstop-handled",
+)
 
 
 def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig,
@@ -272,6 +289,13 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
         handoff = "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES,OTHER"
         state = json.dumps({"pid": 1, "bundle": str(merged)}).encode()
         return run_entry(["-config", str(config), handoff, "prestart"], tmp_path, cwd=merged, stdin=state)
+    if name.startswith("backstop-"):
+        handled = make_bundle(
+            ["PATH=/bin", "NVIDIA_ENV_FROM_FILE=", "NVIDIA_VISIBLE_DEVICES=0"], name="handled"
+        )
+        target = handled if name == "backstop-handled" else make_bundle(["PATH=/bin"], name="plain")
+        state = json.dumps({"pid": 1, "bundle": str(target)}).encode()
+        return run_entry(["-config", str(config), "nri-backstop"], tmp_path, cwd=target, stdin=state)
     if name == "shim-state":
         argv = ["--root", str(tmp_path / "state"), "state", "c1"]
         return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)

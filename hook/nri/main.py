@@ -19,7 +19,11 @@ def run_nri(args: list[str], *, config: str | None) -> int:
 
     if len(args) > 1 or (args and args[0].startswith("-")):
         raise UsageError("nri takes at most one argument, the NRI socket's path")
-    return run(args[0] if args else DEFAULT_SOCKET, build_context(config))
+    context = build_context(config)
+    try:
+        return run(args[0] if args else DEFAULT_SOCKET, context)
+    except KeyboardInterrupt:  # SIGINT: stopped by its operator
+        return 0
 
 
 def build_context(config: str | None) -> Context:

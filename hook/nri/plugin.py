@@ -178,9 +178,10 @@ def _error(code: int, line: str) -> ttrpc_pb2.Response:
     return ttrpc_pb2.Response(status=ttrpc_pb2.Status(code=code, message=line))
 
 
-def run(path: str, context: Context, *, once: bool = False, log: Callable[[str], None] | None = None) -> int:
-    """Serve the runtime on ``path``, reconnecting with backoff, until stopped (or, with ``once``, until the
-    first session ends)."""
+def run(path: str, context: Context, *, log: Callable[[str], None] | None = None) -> int:
+    """Serve the runtime on ``path``, reconnecting with backoff, until stopped."""
+    from google.protobuf.message import DecodeError
+
     from hook.errors import HookError
 
     say = log or _stderr
@@ -189,8 +190,6 @@ def run(path: str, context: Context, *, once: bool = False, log: Callable[[str],
         try:
             sock = connect(path)
         except OSError as err:
-            if once:
-                raise
             say(f"gpu-env-hook nri: cannot connect to {path}: {err.strerror}; retrying in {delay:.1f} s")
             time.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX)
@@ -200,12 +199,17 @@ def run(path: str, context: Context, *, once: bool = False, log: Callable[[str],
         try:
             session.register()
             session.serve()
-        except (SessionEndedError, wire.ConnectionClosedError, wire.ProtocolError, OSError, HookError) as err:
+        except (
+            SessionEndedError,
+            wire.ConnectionClosedError,
+            wire.ProtocolError,
+            DecodeError,
+            OSError,
+            HookError,
+        ) as err:
             say(f"gpu-env-hook nri: session ended ({err})")
         finally:
             sock.close()
-        if once:
-            return 0
         time.sleep(delay)
 
 
