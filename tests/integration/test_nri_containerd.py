@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -388,6 +389,41 @@ def test_plugin_stopped_env_file_container_never_runs_others_do(node: Node) -> N
     details = refused.value.details() or ""
     assert f"env file '{env_file}': not handled by the NRI plugin" in details
     assert node.cli_calls() == []
+
+
+def test_plugin_past_the_timeout_env_file_container_never_runs_others_do(node: Node) -> None:
+    """A plugin that does not answer (stopped with SIGSTOP) past containerd's 2 s request timeout: the
+    env-file container is never Running without its variables (its creation fails, or the backstop refuses
+    it once containerd dropped the plugin), a container without an env file starts; once the plugin runs
+    again it reconnects and the env file is honoured."""
+    env_file = write_env_file("pod-e.env", ENV_FILE)
+    node.start_plugin()
+    assert node.plugin is not None
+    os.kill(node.plugin.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as refused:
+            node.run("gpu-e", {VAR: str(env_file)})
+        assert time.monotonic() - started >= 2.0
+        details = refused.value.details() or ""
+        assert "10-gpu-env-hook" in details or "not handled by the NRI plugin" in details, details
+        status, stdout = node.run("plain", {"FROM_CRI": "yes"})
+        assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+        with pytest.raises(grpc.RpcError) as refused_again:
+            node.run("gpu-e", {VAR: str(env_file)})
+        assert f"env file '{env_file}': not handled by the NRI plugin" in (
+            refused_again.value.details() or ""
+        )
+    finally:
+        os.kill(node.plugin.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while node.plugin_log.read_text().count("configured by") < 2:
+        assert time.monotonic() < deadline, node.plugin_log.read_text()
+        time.sleep(0.1)
+    status, stdout = node.run("gpu-e", {VAR: str(env_file)})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout
+    assert node.cli_calls() != []
 
 
 def test_plugin_reconnects_after_containerd_restarts(node: Node, tmp_path: Path) -> None:
