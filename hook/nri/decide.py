@@ -56,10 +56,17 @@ class Context:
 
 
 def pod_identity(pod: nri_pb2.PodSandbox, container: nri_pb2.Container) -> dict[str, str]:
-    """The pod identity from the NRI request, under the keys the pin rules check (``hook.envfile``)."""
-    uid_key, name_key = envvars.POD_BINDING_ANNOTATIONS[ENGINE]
-    identity = {uid_key: pod.uid, name_key: container.name}
-    return {key: value for key, value in identity.items() if value}
+    """The pod identity from the NRI request (uid, namespace, name, the container's name), under the
+    annotation keys containerd writes itself, which the pin rules check (``hook.pod``)."""
+    from hook.pod import as_annotations, pod_pins
+
+    pins = pod_pins(
+        uid=pod.uid or None,
+        namespace=pod.namespace or None,
+        name=pod.name or None,
+        container=container.name or None,
+    )
+    return as_annotations(pins, ENGINE)
 
 
 def cdi_names_applied(runtime_name: str, runtime_version: str) -> bool:

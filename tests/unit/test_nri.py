@@ -212,6 +212,38 @@ def test_pin_is_checked_against_the_pod_and_container_nri_names(tmp_path: Path) 
     )
 
 
+@pytest.mark.parametrize(
+    ("pin", "refusal"),
+    [
+        pytest.param(
+            "GPU_ENV_HOOK_POD_NAMESPACE=team-a\nGPU_ENV_HOOK_POD_NAME=web\n", None, id="namespace-and-name"
+        ),
+        pytest.param(
+            "GPU_ENV_HOOK_POD_NAMESPACE=team-b\nGPU_ENV_HOOK_POD_NAME=web\n",
+            "is pinned to another pod (annotation io.kubernetes.cri.sandbox-namespace differs)",
+            id="other-namespace",
+        ),
+        pytest.param(
+            "GPU_ENV_HOOK_POD_NAMESPACE=team-a\nGPU_ENV_HOOK_POD_NAME=db\n",
+            "is pinned to another pod (annotation io.kubernetes.cri.sandbox-name differs)",
+            id="other-name",
+        ),
+    ],
+)
+def test_pin_by_namespace_and_name(tmp_path: Path, pin: str, refusal: str | None) -> None:
+    """A pin by namespace and name is checked against the pod's namespace and name in the NRI request."""
+    path = write_env_file(tmp_path, pin + "X=1\n")
+    request = container([f"{VAR}={path}"])
+    if refusal is None:
+        adjust = adjust_container(POD, request, make_context(tmp_path))
+        assert adjust is not None
+        assert ("X", "1") in env_of(adjust)
+        return
+    with pytest.raises(EnvFileError) as refused:
+        adjust_container(POD, request, make_context(tmp_path))
+    assert str(refused.value) == f"env file '{path}': {refusal}"
+
+
 def test_pod_without_identity_cannot_use_a_pinned_file(tmp_path: Path) -> None:
     """A pod the runtime gives no uid (not a CRI pod) never matches a pin."""
     path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nX=1\n")
