@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: demo test lint typecheck unit integration bench soak clean
+.PHONY: demo test lint typecheck unit integration bench soak image clean
 
 # The machine's packages (runc, busybox-static, podman) and .venv: the same install step CI runs.
 $(VENV_STAMP): pyproject.toml .ci/run
@@ -39,6 +39,11 @@ bench: $(VENV_STAMP)
 ## racing readers, SIGKILL during the rewrite) with their figures; needs root
 soak: $(VENV_STAMP)
 	$(PY) tests/soak/soak.py
+
+## image: build the DaemonSet's image with podman from Debian's packages and PyPI (IMAGE=name:tag to tag it
+## for your registry); needs root, mmdebstrap and podman
+image: $(VENV_STAMP)
+	PY=$(PY) bash packaging/kubernetes/build-image.sh
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache build *.egg-info
