@@ -1,0 +1,72 @@
+#!/bin/sh
+# The DaemonSet's entrypoint (/usr/local/bin/gpu-env-hook-daemonset in the image; gpu-env-hook.yaml sets
+# its environment). MODE=install: check the node's Python, `gpu-env-hook install --root $HOST`, then idle;
+# MODE=uninstall: `gpu-env-hook uninstall --root $HOST`, then idle. A TERM (pod deletion, rolling update,
+# drain) only ends it: it uninstalls nothing. See packaging/kubernetes/README.md.
+#
+#   MODE          install | uninstall                               (default install)
+#   ENGINE        auto | containerd | crio (auto: by the CRI socket) (default auto)
+#   HOST          where the node's / is mounted                     (default /host)
+#   PY            the node's Python 3.11 or later, as a node path   (default /usr/bin/python3)
+#   INSTALL_ARGS  further `install` options, e.g. "--config /etc/nvidia-container-runtime/config.toml"
+set -eu
+
+MODE=${MODE:-install}
+ENGINE=${ENGINE:-auto}
+HOST=${HOST:-/host}
+PY=${PY:-/usr/bin/python3}
+INSTALL_ARGS=${INSTALL_ARGS:-}
+# The image's own gpu-env-hook (isolated: nothing from the environment changes what it imports).
+HOOK="/usr/local/lib/gpu-env-hook/bin/python -I -m hook"
+
+SLEEPER=
+stop() {
+    # A TERM uninstalls nothing: containers created through the handler keep running and must stay
+    # stoppable, and the next pod installs again (install adopts its own files).
+    trap - TERM INT
+    # KILL, not TERM: a sleeper forked an instant ago may still be the shell, with its TERM trap, before it
+    # execs sleep; it would swallow TERM and keep running (and holding our stdout).
+    if [ -n "$SLEEPER" ]; then kill -KILL "$SLEEPER" 2>/dev/null || true; fi
+    exit 0
+}
+trap stop TERM INT
+
+case $MODE in
+install)
+    # The engines run the hook on the node, outside any container, with the node's own Python: it must be
+    # there, 3.11 or later, before anything is written. Asked under the node's root, as the engines run it.
+    if ! chroot "$HOST" "$PY" -I -S -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        </dev/null >/dev/null 2>&1; then
+        echo "gpu-env-hook: the node has no Python 3.11 or later at $PY (the engines run the hook with it): install one there, or set PY to its path" >&2
+        exit 1
+    fi
+    # shellcheck disable=SC2086 # HOOK is a command line; INSTALL_ARGS holds several options
+    $HOOK install --engine "$ENGINE" --root "$HOST" --python "$PY" $INSTALL_ARGS
+    # Where the device plugin writes env files (root-owned, not writable by others).
+    mkdir -p "$HOST/run/nvidia-env"
+    chmod 0755 "$HOST/run/nvidia-env"
+    DONE="installed; stays installed when the pod stops"
+    ;;
+uninstall)
+    # Containers still using the runtime wrapper keep a passthrough (no Python) until they are gone; a
+    # later uninstall (this mode again, or `uninstall --purge`) removes it. The node's processes are read
+    # from its /proc under the host root.
+    if ls "$HOST"/var/lib/gpu-env-hook/install-*.json >/dev/null 2>&1; then
+        # shellcheck disable=SC2086 # HOOK is a command line
+        $HOOK uninstall --engine "$ENGINE" --root "$HOST" --proc "$HOST/proc"
+    else
+        # shellcheck disable=SC2086 # HOOK is a command line
+        $HOOK uninstall --purge --root "$HOST" --proc "$HOST/proc"
+    fi
+    DONE="uninstalled; delete the DaemonSet"
+    ;;
+*)
+    echo "gpu-env-hook: MODE=$MODE: must be install or uninstall" >&2
+    exit 1
+    ;;
+esac
+
+sleep 2147483647 &
+SLEEPER=$!
+echo "gpu-env-hook: $DONE"
+wait "$SLEEPER" || true
