@@ -1,7 +1,7 @@
 """gpu-env-hook: an OCI prestart hook for GPU containers that honours NVIDIA_ENV_FROM_FILE.
 
 This file is also where every launched process starts (the hook, the runtime shim, the commands through
-the installed wrappers): the launch code (``hook.launch``) finds the package and calls ``run`` here, so
+the installed wrappers): the launch code (``hook.launcher``) finds the package and calls ``run`` here, so
 that importing the package is the one import before the stages' modules are served from one file. It is
 kept to builtin modules (``sys``, ``posix``, ``marshal``, ``atexit``) and has no ``from __future__`` import
 (that would load ``__future__`` before any finder is in place).

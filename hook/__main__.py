@@ -11,8 +11,8 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hook.errors import UsageError
-    from hook.prestart import Options
+    from hook.stages.prestart import Options
+    from hook.util.errors import UsageError
 
 PROG = "gpu-env-hook"
 HUMAN_COMMANDS = ("resolve", "validate", "env-file", "cdi", "config", "doctor", "install", "uninstall")
@@ -98,7 +98,7 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
 
 def build_options(flags: dict[str, str | bool]) -> Options:
     """Turn parsed flags into stage options."""
-    from hook.prestart import Options
+    from hook.stages.prestart import Options
 
     config = flags.get("config")
     merged = flags.get("env-file-merged")
@@ -125,13 +125,13 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
     if command in ("poststart", "poststop"):
         return 0
     if command in ("prestart", "createRuntime"):
-        from hook.paths import environ
-        from hook.prestart import run_prestart
+        from hook.stages.prestart import run_prestart
+        from hook.util.paths import environ
 
         return run_prestart(build_options(flags), sys.stdin.buffer, environ(), posix.getcwd())
     if command == "precreate":
-        from hook.paths import environ
-        from hook.precreate import run_precreate
+        from hook.stages.precreate import run_precreate
+        from hook.util.paths import environ
 
         return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, environ())
     if command in ("nri", "nri-backstop"):
@@ -142,7 +142,7 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
 
             return run_nri(rest[1:], config=config_path)
         from hook.nri.backstop import run_backstop
-        from hook.paths import environ
+        from hook.util.paths import environ
 
         return run_backstop(sys.stdin.buffer, environ(), config_path)
     if command in HUMAN_COMMANDS or command == "help":
@@ -150,12 +150,12 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         config_path = config if isinstance(config, str) and config else None
         debug, no_color = flags.get("debug") is True, flags.get("no-color") is True
         if command == "env-file" and not debug and not no_color:  # a device plugin's per-container call
-            from hook.producercli import run_env_file
+            from hook.commands.envfile import run_env_file
 
             code = run_env_file(rest[1:], config=config_path)
             if code is not None:
                 return code
-        from hook.cli import run_cli
+        from hook.commands.cli import run_cli
 
         return run_cli(rest, config=config_path, debug=debug, no_color=no_color)
     raise _usage_error(f"unknown command: {command}")
@@ -167,7 +167,7 @@ def print_help(rest: list[str]) -> int:
     if words and words[0] not in HUMAN_COMMANDS and words[0] != "help":
         sys.stderr.write(USAGE)
         return 0
-    from hook.cli import run_cli
+    from hook.commands.cli import run_cli
 
     return run_cli(["help", *words[:1]] if words else ["help"], config=None)
 
@@ -190,7 +190,7 @@ def report_error(err: Exception, *, debug: bool) -> int:
     """Print the one line for a failure and return its exit status: a usage error with the usage text, a
     refusal (HookError) as it is, an OSError no stage wrapped with its path and reason, anything else as an
     internal error (its traceback only with -debug). The error classes are loaded here, not at start."""
-    from hook.errors import HookError, UsageError, describe_os_error
+    from hook.util.errors import HookError, UsageError, describe_os_error
 
     if isinstance(err, UsageError):
         sys.stderr.write(f"{err}\n{USAGE}")
@@ -211,8 +211,8 @@ def report_error(err: Exception, *, debug: bool) -> int:
 
 
 def _usage_error(message: str) -> UsageError:
-    """A UsageError: its class is loaded only when the command line is refused (``hook.errors``)."""
-    from hook.errors import UsageError
+    """A UsageError: its class is loaded only when the command line is refused (``hook.util.errors``)."""
+    from hook.util.errors import UsageError
 
     return UsageError(message)
 

@@ -3,14 +3,14 @@ own checks. This is the one public import path for them::
 
     from hook.deviceplugin import check_env_file, env_file_path, write_env_file
 
-It sits above both sides it joins -- ``hook.producer`` (which implements them) and ``hook.envfile`` (the
-hook's reader, which the producer reuses) -- and no module of the hook imports it, so the hook's hot path
-never loads the producer.
+It sits above both sides it joins -- ``hook.producer.envfile`` (which implements them) and
+``hook.pipeline.envfile`` (the hook's reader, which the producer reuses) -- and no module of the hook imports
+it, so the hook's hot path never loads the producer.
 """
 
 from __future__ import annotations
 
-from hook.producer import (
+from hook.producer.envfile import (
     CheckStep,
     EnvFileReport,
     build_env_file,

@@ -32,38 +32,38 @@ if TYPE_CHECKING:
 # pins for the hot-path cases (test_frozen_modules_are_the_hot_path there ties the two together).
 MODULES = (
     "hook.__main__",
-    "hook.atomicwrite",
-    "hook.beneath",
-    "hook.bundle",
-    "hook.capabilities",
-    "hook.config",
-    "hook.configfile",
-    "hook.devices",
-    "hook.dotenvreader",
-    "hook.envfile",
-    "hook.envvars",
-    "hook.errors",
-    "hook.handoff",
-    "hook.jsontext",
-    "hook.launch",
-    "hook.log",
-    "hook.mode",
-    "hook.nvcli",
-    "hook.paths",
-    "hook.pod",
-    "hook.precreate",
-    "hook.prestart",
-    "hook.privilege",
-    "hook.producer",
-    "hook.producercli",
-    "hook.records",
-    "hook.request",
-    "hook.requirements",
-    "hook.safetext",
-    "hook.shim",
-    "hook.specenv",
-    "hook.state",
-    "hook.tomlsubset",
+    "hook.util.atomicwrite",
+    "hook.util.beneath",
+    "hook.pipeline.bundle",
+    "hook.pipeline.capabilities",
+    "hook.pipeline.config",
+    "hook.pipeline.configfile",
+    "hook.pipeline.devices",
+    "hook.pipeline.dotenvreader",
+    "hook.pipeline.envfile",
+    "hook.util.envvars",
+    "hook.util.errors",
+    "hook.pipeline.handoff",
+    "hook.util.jsontext",
+    "hook.launcher",
+    "hook.util.log",
+    "hook.pipeline.mode",
+    "hook.pipeline.nvcli",
+    "hook.util.paths",
+    "hook.pipeline.pod",
+    "hook.stages.precreate",
+    "hook.stages.prestart",
+    "hook.pipeline.privilege",
+    "hook.producer.envfile",
+    "hook.commands.envfile",
+    "hook.util.records",
+    "hook.pipeline.request",
+    "hook.pipeline.requirements",
+    "hook.util.safetext",
+    "hook.stages.shim",
+    "hook.pipeline.specenv",
+    "hook.pipeline.state",
+    "hook.util.tomlsubset",
 )
 
 
@@ -158,7 +158,7 @@ def _is_docstring(statement: object) -> bool:
 
 
 def write_blob(lib: str, node_lib: str) -> None:
-    """Write ``<lib>/hook.frozen`` atomically, 0644 (``hook.atomicwrite``: temp file, fsync, rename)."""
-    from hook.atomicwrite import write_atomic
+    """Write ``<lib>/hook.frozen`` atomically, 0644 (``hook.util.atomicwrite``: temp file, fsync, rename)."""
+    from hook.util.atomicwrite import write_atomic
 
     write_atomic(f"{lib}/{BLOB}", build_blob(lib, node_lib), mode=0o644)

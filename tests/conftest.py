@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hook.config import EnvFileSettings, parse_config
+from hook.pipeline.config import EnvFileSettings, parse_config
 
 TESTS = Path(__file__).resolve().parent
 STANDIN_CLI = TESTS / "standin" / "nvidia-container-cli"

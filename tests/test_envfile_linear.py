@@ -1,7 +1,7 @@
 """The env-file reader takes linear time on the worst shapes (python-dotenv: 7 s for a 64 KiB blank run).
 
 Each shape of ``tests/bench/envfile_shapes.py`` at 1 MiB (16 times the default max-bytes) goes through
-``hook.envfile.parse_env_file`` (what every stage runs) in a fresh process. Linear time is well under a
+``hook.pipeline.envfile.parse_env_file`` (what every stage runs) in a fresh process. Linear time is well under a
 second or two per shape here; python-dotenv's quadratic backtracking would need minutes for the blank run,
 so a generous per-shape budget separates the two without timing noise deciding the verdict.
 """
@@ -22,7 +22,7 @@ PROGRAM = """\
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from envfile_shapes import SHAPES
-from hook.envfile import parse_env_file
+from hook.pipeline.envfile import parse_env_file
 times = {}
 for name, build in SHAPES.items():
     data = build(int(sys.argv[2])).encode()

@@ -46,7 +46,7 @@ sys.exit(code)
 """
 COLD = frozenset({"typer", "click", "rich", "jsonschema", "re2"})
 NOT_BEFORE_CONFIG = COLD | {"tomllib", "dotenv", "typing", "dataclasses", "json"}
-# A plain config.toml is read by hook.tomlsubset and JSON by hook.jsontext: neither tomllib, typing nor json.
+# A plain config.toml is read by hook.util.tomlsubset and JSON by hook.util.jsontext: neither tomllib, typing nor json.
 NOT_WITHOUT_ENV_FILE = COLD | {"dotenv", "tomllib", "typing", "dataclasses", "json"}
 
 
@@ -130,8 +130,8 @@ def test_non_gpu_container_with_the_generated_default_config(tmp_path: Path, mak
     assert not execed
     assert modules.isdisjoint(NOT_BEFORE_CONFIG), sorted(modules & NOT_BEFORE_CONFIG)
     full_names = set((tmp_path / "modules.txt").read_text().split("\n"))
-    assert "hook.prestart" in full_names
-    assert "hook.config" not in full_names
+    assert "hook.stages.prestart" in full_names
+    assert "hook.pipeline.config" not in full_names
 
 
 @pytest.mark.parametrize(
@@ -172,31 +172,62 @@ def test_noop_stages_stay_lean(stage: str, tmp_path: Path, make_bundle: MakeBund
 # --- the exact module set of each case ---------------------------------------------------------------------
 
 # What os brings (it is not loaded by `python -I -S -c pass`): about a sixth of the interpreter's start. The
-# hook's stages use the builtin posix module and hook.paths instead; the shim and the commands may use os.
+# hook's stages use the builtin posix module and hook.util.paths instead; the shim and the commands may use os.
 OS = frozenset({"os", "os.path", "posixpath", "genericpath", "stat", "_stat", "_collections_abc"})
-# Any entry point: message text (hook.safetext), the config file's location and text, variable names and node
-# paths. The error classes (hook.errors) load only where one is raised, or where a module that raises on its
+# Any entry point: message text (hook.util.safetext), the config file's location and text, variable names and node
+# paths. The error classes (hook.util.errors) load only where one is raised, or where a module that raises on its
 # main path (the shim, the producer commands) is loaded.
-ENTRY = frozenset({"__future__", "hook", "hook.configfile", "hook.envvars", "hook.paths", "hook.safetext"})
+ENTRY = frozenset(
+    {
+        "__future__",
+        "hook",
+        "hook.pipeline",
+        "hook.pipeline.configfile",
+        "hook.util",
+        "hook.util.envvars",
+        "hook.util.paths",
+        "hook.util.safetext",
+    }
+)
 # Reading config.json and the state: the C JSON scanner, no json package.
-SPEC = frozenset({"_json", "hook.bundle", "hook.jsontext"})
-STAGE = frozenset({"hook.__main__", "hook.prestart", "hook.privilege", "hook.state"})
+SPEC = frozenset({"_json", "hook.pipeline.bundle", "hook.util.jsontext"})
+STAGE = frozenset(
+    {"hook.__main__", "hook.stages", "hook.stages.prestart", "hook.pipeline.privilege", "hook.pipeline.state"}
+)
 # Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
-SETTINGS = frozenset({"hook.config", "hook.records", "_operator", "hook.tomlsubset"})
-DEVICES = frozenset({"hook.devices"})  # hook.cdi.names only for a CDI name or mount request
-REQUEST = frozenset({"hook.capabilities", "hook.request"})
+SETTINGS = frozenset({"hook.pipeline.config", "hook.util.records", "_operator", "hook.util.tomlsubset"})
+DEVICES = frozenset({"hook.pipeline.devices"})  # hook.cdi.names only for a CDI name or mount request
+REQUEST = frozenset({"hook.pipeline.capabilities", "hook.pipeline.request"})
 # NVIDIA_REQUIRE_* (or a legacy CUDA_VERSION image): the requirement parser, only for an image that has one.
-REQUIREMENTS = frozenset({"hook.requirements"})
-EXEC_CLI = frozenset({"hook.log", "hook.mode", "hook.nvcli"})
+REQUIREMENTS = frozenset({"hook.pipeline.requirements"})
+EXEC_CLI = frozenset({"hook.util.log", "hook.pipeline.mode", "hook.pipeline.nvcli"})
 # Rewriting config.json (or writing an env file): the atomic writer, only for a file that is written.
-WRITE = frozenset({"hook.atomicwrite"})
-ERRORS = frozenset({"hook.errors"})
-# The env-file code (opening beneath the directory, the linear reader hook.dotenvreader: no re, no typing),
+WRITE = frozenset({"hook.util.atomicwrite"})
+ERRORS = frozenset({"hook.util.errors"})
+# The env-file code (opening beneath the directory, the linear reader hook.pipeline.dotenvreader: no re, no typing),
 # loaded only when a container names a file.
-DOTENV_PARSER = frozenset({"hook.envfile", "hook.beneath", "_stat", "hook.dotenvreader", "hook.pod"})
+DOTENV_PARSER = frozenset(
+    {"hook.pipeline.envfile", "hook.util.beneath", "_stat", "hook.pipeline.dotenvreader", "hook.pipeline.pod"}
+)
 # The env-file commands a device plugin runs per container: no typer, no hashlib (OpenSSL), no typing.
-PRODUCER = ENTRY | OS | SETTINGS | ERRORS | {"hook.__main__", "hook.producercli", "hook.producer"}
-PRODUCER |= {"hook.envfile", "hook.beneath", "hook.pod"}  # the rules the writer checks a file against
+PRODUCER = (
+    ENTRY
+    | OS
+    | SETTINGS
+    | ERRORS
+    | {
+        "hook.__main__",
+        "hook.commands",
+        "hook.commands.envfile",
+        "hook.producer",
+        "hook.producer.envfile",
+    }
+)
+PRODUCER |= {
+    "hook.pipeline.envfile",
+    "hook.util.beneath",
+    "hook.pipeline.pod",
+}  # the rules the writer checks a file against
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
@@ -207,7 +238,7 @@ PINNED = {
     | STAGE
     | SETTINGS
     | DOTENV_PARSER
-    | {"hook.precreate", "hook.specenv", "hook.handoff"},
+    | {"hook.stages.precreate", "hook.pipeline.specenv", "hook.pipeline.handoff"},
     "shim-create": ENTRY
     | OS
     | SPEC
@@ -217,7 +248,13 @@ PINNED = {
     | DOTENV_PARSER
     | WRITE
     | ERRORS
-    | {"hook.shim", "hook.specenv", "hook.log", "hook.handoff", "hook.launch"},
+    | {
+        "hook.stages.shim",
+        "hook.pipeline.specenv",
+        "hook.util.log",
+        "hook.pipeline.handoff",
+        "hook.launcher",
+    },
     # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
     "handed-off": ENTRY
     | SPEC
@@ -227,9 +264,9 @@ PINNED = {
     | REQUEST
     | EXEC_CLI
     | WRITE
-    | {"hook.handoff", "hook.envfile", "hook.beneath", "_stat", "hook.pod"},
+    | {"hook.pipeline.handoff", "hook.pipeline.envfile", "hook.util.beneath", "_stat", "hook.pipeline.pod"},
     # The config names the runtime: read with the TOML subset reader.
-    "shim-state": ENTRY | OS | ERRORS | {"hook.shim", "hook.tomlsubset"},
+    "shim-state": ENTRY | OS | ERRORS | {"hook.stages", "hook.stages.shim", "hook.util.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256"},
     "producer-write": PRODUCER | WRITE,
     "producer-check": PRODUCER | DOTENV_PARSER,
@@ -276,7 +313,7 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
         return run_entry(["-config", str(config), "precreate"], tmp_path, cwd=tmp_path, stdin=spec)
     if name == "shim-create":
         argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "c1"]
-        return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)
+        return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.stages.shim", env=shim_env)
     if name.startswith("producer-"):
         command = {
             "producer-path": ["path", "gpu-1", "gpu-0"],
@@ -298,7 +335,7 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
         return run_entry(["-config", str(config), "nri-backstop"], tmp_path, cwd=target, stdin=state)
     if name == "shim-state":
         argv = ["--root", str(tmp_path / "state"), "state", "c1"]
-        return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.shim", env=shim_env)
+        return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.stages.shim", env=shim_env)
     return run_entry(["-config", str(config), "prestart"], tmp_path, cwd=bundle, stdin=state)
 
 
@@ -324,9 +361,7 @@ def test_frozen_modules_are_the_hot_path() -> None:
     from hook.freeze import MODULES
 
     hot = {name for modules in PINNED.values() for name in modules if name.startswith("hook.")}
-    plain = {
-        name for name in hot if name.count(".") == 1 and (REPO / f"{name.replace('.', '/')}.py").is_file()
-    }
+    plain = {name for name in hot if (REPO / f"{name.replace('.', '/')}.py").is_file()}
     assert {"missing": sorted(plain - set(MODULES)), "not-hot": sorted(set(MODULES) - plain)} == {
         "missing": [],
         "not-hot": [],

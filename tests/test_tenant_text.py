@@ -77,7 +77,7 @@ def test_shim_stderr_and_runc_log_stay_one_line(
     log = tmp_path / "runc.log"
     args = ["--log", str(log), "--log-format", log_format, "create", "--bundle", str(bundle), "cid"]
     proc = subprocess.run(
-        [sys.executable, "-I", "-m", "hook.shim", *args],
+        [sys.executable, "-I", "-m", "hook.stages.shim", *args],
         capture_output=True,
         text=True,
         env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},

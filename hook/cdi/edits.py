@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 
 from hook.cdi.names import quote
-from hook.errors import CdiError, SpecError
+from hook.util.errors import CdiError, SpecError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def _apply_device_node(spec: dict[str, Any], node: dict[str, Any]) -> None:
 
 def _apply_mounts(spec: dict[str, Any], mounts: list[dict[str, Any]]) -> None:
     """Add each mount (replacing the first at its container path), then sort them all by depth."""
-    from hook.devices import go_clean
+    from hook.pipeline.devices import go_clean
 
     existing = _array(spec, "mounts", "")
     userns = _has_user_namespace(spec)

@@ -7,8 +7,8 @@ quoted by ``quote`` (bounded, no control characters).
 
 from __future__ import annotations
 
-from hook.errors import CdiError
-from hook.safetext import escape
+from hook.util.errors import CdiError
+from hook.util.safetext import escape
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -48,7 +48,7 @@ def _valid_name(text: str) -> bool:
 
 def quote(text: str, limit: int = 256) -> str:
     """Quote ``text`` for a message as Go's ``%q`` does: in double quotes, ``"`` and ``\\`` escaped, and the
-    rest rendered by ``hook.safetext.escape`` (no control characters, at most ``limit`` characters)."""
+    rest rendered by ``hook.util.safetext.escape`` (no control characters, at most ``limit`` characters)."""
     return '"' + escape(text.replace("\\", "\\\\").replace('"', '\\"'), limit) + '"'
 
 

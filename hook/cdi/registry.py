@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import os
 
-from hook.beneath import trust_problem
 from hook.cdi.names import quote
 from hook.cdi.spec import SPEC_EXTENSIONS, Spec, load_spec
-from hook.errors import CdiError, CdiUnresolvableError
-from hook.records import Record
+from hook.util.beneath import trust_problem
+from hook.util.errors import CdiError, CdiUnresolvableError
+from hook.util.records import Record
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-from hook.beneath import trust_problem
 from hook.cdi.names import (
     class_error,
     device_name_error,
@@ -21,8 +20,9 @@ from hook.cdi.names import (
     vendor_error,
 )
 from hook.cdi.version import version_error
-from hook.errors import CdiError
-from hook.records import Record
+from hook.util.beneath import trust_problem
+from hook.util.errors import CdiError
+from hook.util.records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def decode_spec_text(text: str, *, yaml: bool, loader: type | None = None) -> ob
     class (libyaml's ``CSafeLoader`` when PyYAML has it, else ``SafeLoader``).
     """
     if not yaml:
-        from hook.jsontext import decode
+        from hook.util.jsontext import decode
 
         try:
             document = decode(text, object_pairs_hook=_unique_object)

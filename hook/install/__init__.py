@@ -7,7 +7,7 @@
   current config;
 - ``installer``: orders the steps and records what to undo; ``commands``: the typer commands.
 
-The names below are the package's public interface (tests, ``hook.cli``, the benchmarks).
+The names below are the package's public interface (tests, ``hook.commands.cli``, the benchmarks).
 """
 
 from __future__ import annotations

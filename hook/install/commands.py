@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from hook import paths
 from hook.install.installer import detect_engine, write_install, write_uninstall
 from hook.install.reuse import resolve_options
+from hook.util import paths
 
 
 class Engine(enum.StrEnum):

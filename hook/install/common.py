@@ -3,7 +3,7 @@
 Every path is the node's (``/usr/local/...``); ``--root DIR`` only prefixes where files are read and written,
 so a DaemonSet with the host's ``/`` at ``/host`` runs ``install --root /host`` and the engines see the node's
 own paths. Templates are package data (``hook/templates``); every JSON written is validated with
-``hook.schema`` before it is written.
+``hook.install.schema`` before it is written.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import re
 from importlib import resources
 from typing import NamedTuple
 
-from hook import paths
-from hook.errors import HookError
+from hook.util import paths
+from hook.util.errors import HookError
 
 ENGINES = ("podman", "crio", "containerd", "docker")
 EXECUTABLE_MODE = 0o755
@@ -143,7 +143,7 @@ def fill_template(name: str, values: dict[str, str]) -> str:
 
 def dump_json(document: object, kind: str, where: str, *, indent: int = 2) -> bytes:
     """Validate ``document`` against the schema of ``kind`` and return it as JSON text."""
-    from hook.schema import validate_document
+    from hook.install.schema import validate_document
 
     problems = validate_document(document, kind)
     if problems:

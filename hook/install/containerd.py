@@ -40,7 +40,7 @@ import stat
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from hook import __version__, paths
+from hook import __version__
 from hook.install.common import (
     CONFIG_MODE,
     EnginePlan,
@@ -50,6 +50,7 @@ from hook.install.common import (
     rooted,
 )
 from hook.install.rootfs import NodeRoot
+from hook.util import paths
 
 # The manifest's ``merge`` kind for a containerd config install appended to: uninstall takes the block out.
 CONTAINERD_MERGE = "containerd-handler"

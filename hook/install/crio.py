@@ -18,7 +18,7 @@ import copy
 import os
 from typing import Any, NamedTuple
 
-from hook import __version__, paths
+from hook import __version__
 from hook.install.common import (
     CONFIG_MODE,
     EnginePlan,
@@ -29,6 +29,7 @@ from hook.install.common import (
 )
 from hook.install.podman import plan_hooks
 from hook.install.rootfs import NodeRoot
+from hook.util import paths
 
 CRIO_CONFIG = "/etc/crio/crio.conf"
 ENGINE_ENV = "GPU_ENV_HOOK_ENGINE"

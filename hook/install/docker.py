@@ -7,7 +7,6 @@ import os
 import stat
 from typing import Any
 
-from hook import paths
 from hook.install.common import (
     CONFIG_MODE,
     EnginePlan,
@@ -17,6 +16,7 @@ from hook.install.common import (
     dump_json,
 )
 from hook.install.rootfs import NodeRoot
+from hook.util import paths
 
 # dockerd registers its ``--gpus`` driver once, at start, and only when it finds the hook on its PATH.
 RESTART_FOR_GPUS = (
@@ -34,7 +34,7 @@ def parse_daemon_json(data: bytes, where: str) -> dict[str, Any]:
     try:
         document = json.loads(data.decode("utf-8"))
     except ValueError as err:
-        from hook.safetext import decode_error_reason
+        from hook.util.safetext import decode_error_reason
 
         raise InstallError(f"{where}: not valid JSON ({decode_error_reason(err)}); fix it first") from None
     if not isinstance(document, dict):

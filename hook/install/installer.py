@@ -1,7 +1,7 @@
 """``install`` / ``uninstall``: put the hook on a node for one engine, and take exactly that off again.
 
 ``install`` writes, in this order (an engine never sees a config naming a file that is not there yet):
-the wrappers the engines execute (``hook.paths.HOOK_WRAPPER``, the engine's ``runtime_wrapper`` and, with
+the wrappers the engines execute (``hook.util.paths.HOOK_WRAPPER``, the engine's ``runtime_wrapper`` and, with
 ``--as-nvidia-hook``, ``NVIDIA_HOOK_ALIAS``), then the engine's config (a containerd or CRI-O drop-in, the
 ``runtimes`` entry merged into Docker's ``daemon.json``), then the oci-hooks.d JSON (podman, CRI-O) last.
 Before any of it, a manifest records each file's digest and the file it replaced, and the directories
@@ -21,7 +21,6 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hook import paths
 from hook.install import containerd, crio, docker, podman, retire, tree, wrappers
 from hook.install.common import (
     CONFIG_MODE,
@@ -51,9 +50,10 @@ from hook.install.manifest import (
     sha256,
 )
 from hook.install.rootfs import NodeRoot, check_root
+from hook.util import paths
 
 if TYPE_CHECKING:
-    from hook.config import Settings
+    from hook.pipeline.config import Settings
 
 # Each engine module's planner: the node's current config in, its files and notes out.
 PLANNERS: dict[str, Callable[[InstallOptions], EnginePlan]] = {
@@ -150,8 +150,8 @@ def recorded_options(options: InstallOptions) -> dict[str, Any]:
 def configured(node: NodeRoot, options: InstallOptions) -> Settings:
     """Return the settings of the config.toml the hook will read (``--config``, else the node's system
     config when there is one): install takes the hooks' timeout and the shim's runtime from it."""
-    from hook.config import parse_config
-    from hook.configfile import SYSTEM_CONFIG
+    from hook.pipeline.config import parse_config
+    from hook.pipeline.configfile import SYSTEM_CONFIG
 
     path = options.config or SYSTEM_CONFIG
     data = node.read(path)
@@ -307,8 +307,8 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
 
 
 def coexistence_warnings(options: InstallOptions) -> list[str]:
-    """What else on the node acts against what was installed (hook.coexist), as warning lines."""
-    from hook.coexist import install_warnings
+    """What else on the node acts against what was installed (hook.install.coexist), as warning lines."""
+    from hook.install.coexist import install_warnings
 
     return install_warnings(
         options.root, options.engine, as_nvidia_hook=options.as_nvidia_hook, hooks_dir=options.hooks_dir

@@ -14,9 +14,10 @@ import os
 import stat
 from typing import Any
 
-from hook import __version__, paths
+from hook import __version__
 from hook.install.common import ENGINES, InstallError, Plan, rooted
 from hook.install.rootfs import NodeRoot
+from hook.util import paths
 
 MANIFEST_VERSION = 1
 # The record of what uninstall retired instead of removing (hook.install.retire): a manifest of its own.
@@ -37,7 +38,7 @@ def load_manifest(root: str, engine: str) -> dict[str, Any] | None:
     data = NodeRoot(root).read(manifest_path(engine), follow=False)
     if data is None:
         return None
-    from hook.schema import parse_document, validate_document
+    from hook.install.schema import parse_document, validate_document
 
     document = parse_document(data, "install-manifest", where)
     problems = validate_document(document, "install-manifest")

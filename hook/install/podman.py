@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hook import paths
-from hook.config import DEFAULT_HOOK_TIMEOUT
 from hook.install.common import CONFIG_MODE, EnginePlan, InstallOptions, PlannedFile, dump_json
 from hook.install.wrappers import build_hook_entry
+from hook.pipeline.config import DEFAULT_HOOK_TIMEOUT
+from hook.util import paths
 
 # The interpreter packaging/oci-hooks.d's documents name (Debian's and most distributions' python3).
 PACKAGED_PYTHON = "/usr/bin/python3"

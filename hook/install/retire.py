@@ -16,11 +16,12 @@ import os
 import shlex
 from typing import Any
 
-from hook import __version__, paths
+from hook import __version__
 from hook.install.common import fill_template
 from hook.install.inuse import Users
 from hook.install.manifest import MANIFEST_VERSION, RETIRED
 from hook.install.rootfs import NodeRoot
+from hook.util import paths
 
 # Runtimes the shim falls back to, looked up on the node's fixed PATH (the first one there wins).
 FALLBACK_RUNTIMES = ("runc", "crun")
@@ -43,7 +44,7 @@ def resolve_node_runtime(root: str) -> str | None:
 def build_retired_wrapper(runtime: str, engine: str) -> bytes:
     """Build the retired runtime wrapper: parse the runtime's global flags, refuse the commands that create
     a container, exec ``runtime`` for everything else."""
-    from hook.shim import GLOBAL_VALUE_FLAGS
+    from hook.stages.shim import GLOBAL_VALUE_FLAGS
 
     logged = {"log", "log-format"}  # the template reads these two itself
     flags = " | ".join(f"-{flag} | --{flag}" for flag in sorted(GLOBAL_VALUE_FLAGS - logged))

@@ -11,7 +11,7 @@ for another Python must not break a node). So ``install`` copies the package int
             .gpu-env-hook-tree       what this directory is (only such directories are ever removed)
         current -> 0.1.0-1a2b3c4d5e6f
 
-and the wrappers and hooks JSON start ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launch``), which
+and the wrappers and hooks JSON start ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launcher``), which
 reads ``current`` once and puts that version's ``lib`` on ``sys.path``. A version directory is named by its
 content, so it is never rewritten while something runs from it: a new version is built under a temporary
 name, renamed into place whole, and ``current`` is switched by an atomic rename of a new symlink. The
@@ -40,10 +40,11 @@ import stat
 import subprocess
 from typing import NamedTuple
 
-from hook import __version__, paths
+from hook import __version__
 from hook.install.common import InstallError
 from hook.install.rootfs import NodeRoot, could_not
-from hook.launch import CURRENT, LIB
+from hook.launcher import CURRENT, LIB
+from hook.util import paths
 
 TREE_MARK = ".gpu-env-hook-tree"
 # Third-party top-level packages a container start may import (copied into lib/ beside hook).

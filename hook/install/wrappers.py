@@ -1,7 +1,7 @@
 """How the engines start our Python: the wrappers, the oci-hooks.d ``hook`` entry, and the runtime tree.
 
 Every start runs the node's own copy of the package (``hook.install.tree``: ``/opt/gpu-env-hook/current``)
-with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launch``):
+with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launcher``):
 
 * the **runtime wrapper** (``<engine>/gpu-env-runtime``, one per engine, POSIX sh): finds runc's command
   among its global flags and
@@ -23,13 +23,14 @@ import os
 import shlex
 from typing import Any
 
-from hook import __version__, envvars, paths
+from hook import __version__
 from hook.install.common import EXECUTABLE_MODE, InstallError, InstallOptions, PlannedFile, fill_template
 from hook.install.rootfs import NodeRoot
-from hook.launch import PYTHON_FLAGS, build_code, literal
+from hook.launcher import PYTHON_FLAGS, build_code, literal
+from hook.util import envvars, paths
 
 HOOK_ENTRY = "hook.__main__"
-RUNTIME_ENTRY = "hook.shim"
+RUNTIME_ENTRY = "hook.stages.shim"
 # Variables the hook wrapper lets through from its caller (when non-empty); all others are dropped: the two
 # upstream reads to find its config, and the engine's name (the oci-hooks.d entries of older installs, and
 # engines that set it for the runtime, like CRI-O's monitor_env).
@@ -44,7 +45,7 @@ LOOP_MESSAGE = (
 def value_flags_pattern() -> str:
     """Return the sh ``case`` pattern of runc's and crun's global flags that take a value (``--root DIR``;
     the ``--root=DIR`` form needs none), one or two dashes, from the shim's own list."""
-    from hook.shim import GLOBAL_VALUE_FLAGS
+    from hook.stages.shim import GLOBAL_VALUE_FLAGS
 
     return " | ".join(f"-{flag} | --{flag}" for flag in sorted(GLOBAL_VALUE_FLAGS))
 
@@ -140,7 +141,7 @@ def check_runtime(node: NodeRoot, runtime: str, root: str) -> list[str]:
         if own is not None and (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
             raise InstallError(f"--runtime {runtime}: that is a runtime wrapper itself; give runc or crun")
     if root in ("", "/"):
-        from hook.shim import probe_is_shim
+        from hook.stages.shim import probe_is_shim
 
         if probe_is_shim(runtime, {"PATH": paths.FIXED_PATH}):
             raise InstallError(f"--runtime {runtime}: it leads back to gpu-env-runtime; give runc or crun")

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 
 def backstop_entry(executable: str, config_path: str | None, lib: str) -> dict[str, object]:
-    """The backstop's OCI hook entry, started as our prestart hook is (``hook.shim.build_hook_entry``)."""
-    from hook.shim import build_hook_entry
+    """The backstop's OCI hook entry, started as our prestart hook is
+    (``hook.stages.shim.build_hook_entry``)."""
+    from hook.stages.shim import build_hook_entry
 
     entry = build_hook_entry(executable, config_path, {}, lib=lib)
     args = entry["args"]
@@ -28,10 +29,10 @@ def backstop_entry(executable: str, config_path: str | None, lib: str) -> dict[s
 
 def run_backstop(stdin: BinaryIO, environ: dict[str, str] | os._Environ[str], config: str | None) -> int:
     """Refuse a container that names an env file the NRI plugin did not handle; 0 for any other."""
-    from hook.bundle import check_spec, parse_env, parse_spec, process_env, spec_path
-    from hook.configfile import find_config_path, load_config_text
-    from hook.specenv import spec_may_matter
-    from hook.state import load_state
+    from hook.pipeline.bundle import check_spec, parse_env, parse_spec, process_env, spec_path
+    from hook.pipeline.configfile import find_config_path, load_config_text
+    from hook.pipeline.specenv import spec_may_matter
+    from hook.pipeline.state import load_state
 
     state = load_state(stdin)
     config_path, required = find_config_path(config, environ)
@@ -43,14 +44,14 @@ def run_backstop(stdin: BinaryIO, environ: dict[str, str] | os._Environ[str], co
         return 0
     document = parse_spec(raw)
     check_spec(document)
-    from hook.config import parse_config
+    from hook.pipeline.config import parse_config
 
     variable = parse_config(config_text, source=config_path).env_file.variable
     named = parse_env(process_env(document)).get(variable)
     if not named:
         return 0
-    from hook.beneath import show_path
-    from hook.errors import EnvFileError
+    from hook.util.beneath import show_path
+    from hook.util.errors import EnvFileError
 
     raise EnvFileError(
         f"env file {show_path(named)}: not handled by the NRI plugin (is `gpu-env-hook nri` running?); "

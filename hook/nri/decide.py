@@ -1,9 +1,9 @@
 """The NRI plugin's decision for one container being created: the adjustment, or a refusal.
 
 A container whose environment names no env file gets no adjustment at all. For one that does, the file is
-resolved by the hook's own code (``hook.envfile``: trusted directories, owner and mode, content rules) and
-its pin checked against the pod identity the runtime sent in the NRI request (``PodSandbox.uid`` and the
-container's name): the subset of NRI's protocol we decode has no annotations, so nothing a pod spec
+resolved by the hook's own code (``hook.pipeline.envfile``: trusted directories, owner and mode, content
+rules) and its pin checked against the pod identity the runtime sent in the NRI request (``PodSandbox.uid``
+and the container's name): the subset of NRI's protocol we decode has no annotations, so nothing a pod spec
 chooses can stand in for the identity. The answer:
 
 - the file's variables as env adjustments, and the variable naming the file set empty: a container whose
@@ -20,14 +20,14 @@ the creation with it.
 
 from __future__ import annotations
 
-from hook import envvars
 from hook.nri import nri_pb2
+from hook.util import envvars
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from hook.config import Settings
+    from hook.pipeline.config import Settings
 
 BACKSTOP = "nri-backstop"
 # containerd sets these annotations itself from the same identity; the pin rules are written against them.
@@ -57,8 +57,8 @@ class Context:
 
 def pod_identity(pod: nri_pb2.PodSandbox, container: nri_pb2.Container) -> dict[str, str]:
     """The pod identity from the NRI request (uid, namespace, name, the container's name), under the
-    annotation keys containerd writes itself, which the pin rules check (``hook.pod``)."""
-    from hook.pod import as_annotations, pod_pins
+    annotation keys containerd writes itself, which the pin rules check (``hook.pipeline.pod``)."""
+    from hook.pipeline.pod import as_annotations, pod_pins
 
     pins = pod_pins(
         uid=pod.uid or None,
@@ -82,8 +82,8 @@ def cdi_names_applied(runtime_name: str, runtime_version: str) -> bool:
 
 
 def hook_entries(hooks: nri_pb2.Hooks) -> dict[str, object]:
-    """The container's prestart and createRuntime hooks as a spec's ``hooks`` (what hook.handoff reads),
-    without our backstop (``nri-backstop``: not a GPU hook)."""
+    """The container's prestart and createRuntime hooks as a spec's ``hooks`` (what hook.pipeline.handoff
+    reads), without our backstop (``nri-backstop``: not a GPU hook)."""
 
     def entries(stage: Iterable[nri_pb2.Hook]) -> list[dict[str, object]]:
         return [
@@ -97,7 +97,7 @@ def adjust_container(
     pod: nri_pb2.PodSandbox, container: nri_pb2.Container, context: Context
 ) -> nri_pb2.ContainerAdjustment | None:
     """Return the adjustment for a container being created, None to leave it untouched; refuse a bad file."""
-    from hook.bundle import parse_env
+    from hook.pipeline.bundle import parse_env
 
     settings = context.settings
     variable = settings.env_file.variable
@@ -105,7 +105,7 @@ def adjust_container(
     env = parse_env(entries)
     if not env.get(variable):
         return None
-    from hook.envfile import resolve_env_file
+    from hook.pipeline.envfile import resolve_env_file
 
     env_settings = settings.env_file._replace(pod_binding_engine=ENGINE)
     env_file = resolve_env_file(env, pod_identity(pod, container), env_settings)
@@ -121,7 +121,7 @@ def adjust_container(
         if settings.device_mode == "cdi":
             trusted = frozenset(env_file.values) if env_file.pinned else frozenset()
             if _name_cdi_devices(adjust, container, merged, trusted, context):
-                from hook.cdi.inject import VOID
+                from hook.pipeline.cdidevices import VOID
 
                 variables[envvars.NVIDIA_VISIBLE_DEVICES] = VOID
         else:
@@ -139,8 +139,8 @@ def _add_our_hook(
     context: Context,
 ) -> None:
     """Legacy mode: add our prestart hook with the decision in its args, unless a GPU hook is there."""
-    from hook.handoff import build_handoff, with_handoff
-    from hook.shim import has_gpu_hook
+    from hook.pipeline.handoff import build_handoff, with_handoff
+    from hook.stages.shim import has_gpu_hook
 
     if has_gpu_hook(hook_entries(container.hooks)):
         return
@@ -160,8 +160,8 @@ def _name_cdi_devices(
 ) -> bool:
     """CDI mode: the devices the merged environment asks for (the hook's privilege gate, a container never
     counted privileged here), named for the runtime to resolve; whether there were any."""
-    from hook.cdi.inject import cdi_device_names
-    from hook.devices import resolve_devices
+    from hook.pipeline.cdidevices import cdi_device_names
+    from hook.pipeline.devices import resolve_devices
 
     settings = context.settings
     devices = resolve_devices(
@@ -176,7 +176,7 @@ def _name_cdi_devices(
     if not devices:
         return False
     if not cdi_names_applied(context.runtime_name, context.runtime_version):
-        from hook.errors import CdiError
+        from hook.util.errors import CdiError
 
         raise CdiError(
             f"gpu-env-hook nri: CDI mode needs containerd >= 2.1 to apply CDI device names "

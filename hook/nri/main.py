@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hook import envvars
+from hook.util import envvars
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 def run_nri(args: list[str], *, config: str | None) -> int:
     """Run the plugin until stopped; a bad command line or configuration is refused before connecting."""
-    from hook.errors import UsageError
     from hook.nri.plugin import DEFAULT_SOCKET, run
+    from hook.util.errors import UsageError
 
     if len(args) > 1 or (args and args[0].startswith("-")):
         raise UsageError("nri takes at most one argument, the NRI socket's path")
@@ -28,11 +28,11 @@ def run_nri(args: list[str], *, config: str | None) -> int:
 
 def build_context(config: str | None) -> Context:
     """The plugin's settings (config.toml read once, ``pod-binding-engine`` containerd) and our hook entry."""
-    from hook.config import parse_config
-    from hook.configfile import find_config_path, load_config_text
     from hook.nri.decide import ENGINE, Context
-    from hook.paths import environ
-    from hook.shim import build_hook_entry
+    from hook.pipeline.config import parse_config
+    from hook.pipeline.configfile import find_config_path, load_config_text
+    from hook.stages.shim import build_hook_entry
+    from hook.util.paths import environ
 
     env = environ()
     config_path, required = find_config_path(config, env)

@@ -68,7 +68,7 @@ def connect(path: str, timeout: float = 5.0) -> socket.socket:
 
 def _not_root(path: str, uid: int) -> Exception:
     """The refusal of a socket served by another user (it could forge every pod's identity)."""
-    from hook.errors import HookError
+    from hook.util.errors import HookError
 
     return HookError(f"gpu-env-hook nri: {path} is served by uid {uid}, not root: not connecting")
 
@@ -97,7 +97,7 @@ class Session:
             if message.conn == wire.RUNTIME_CONN and message.kind == wire.RESPONSE:
                 response = ttrpc_pb2.Response.FromString(message.data)
                 if response.status.code:
-                    from hook.errors import HookError
+                    from hook.util.errors import HookError
 
                     raise HookError(f"gpu-env-hook nri: registration refused: {response.status.message}")
                 continue
@@ -141,8 +141,8 @@ class Session:
 
     def create_container(self, payload: bytes) -> ttrpc_pb2.Response:
         """Decide one container's adjustment; a refusal becomes the request's error (its one line)."""
-        from hook.errors import HookError
         from hook.nri.decide import adjust_container
+        from hook.util.errors import HookError
 
         create = nri_pb2.CreateContainerRequest.FromString(payload)
         try:
@@ -153,7 +153,7 @@ class Session:
             )
             return _error(FAILED_PRECONDITION, str(err))
         except Exception as err:  # noqa: BLE001 - a container is refused, the plugin keeps serving
-            from hook.errors import describe_os_error
+            from hook.util.errors import describe_os_error
 
             line = (
                 f"gpu-env-hook nri: {describe_os_error(err)}"
@@ -182,7 +182,7 @@ def run(path: str, context: Context, *, log: Callable[[str], None] | None = None
     """Serve the runtime on ``path``, reconnecting with backoff, until stopped."""
     from google.protobuf.message import DecodeError
 
-    from hook.errors import HookError
+    from hook.util.errors import HookError
 
     say = log or _stderr
     delay = BACKOFF_FIRST

@@ -71,7 +71,7 @@ def shorten(value: object) -> object:
 
 def resolve_view(document: dict[str, object]) -> str:
     """resolve's human view of its JSON document, rendered after the paths are shortened (so it aligns)."""
-    from hook.cli import format_resolve_document
+    from hook.commands.cli import format_resolve_document
 
     return format_resolve_document(shorten(document))  # type: ignore[arg-type]
 

@@ -1,8 +1,8 @@
 """Env files of the worst shapes for a dotenv reader, and their parse times next to a normal file's.
 
 python-dotenv's regular expressions take quadratic time on some shapes (a long blank run inside an unquoted
-value: 7 s for 64 KiB). The hook's reader (hook.dotenvreader, used by every stage through
-hook.envfile.read_env_file) must take linear time on all of them: ``print_parse_table`` shows each shape's
+value: 7 s for 64 KiB). The hook's reader (hook.pipeline.dotenvreader, used by every stage through
+hook.pipeline.envfile.read_env_file) must take linear time on all of them: ``print_parse_table`` shows each shape's
 parse time at the default max-bytes (64 KiB) and at 16 times that (1 MiB), next to a normal file of the same
 size (python-dotenv's blank run takes 7 s at 64 KiB, and about 30 minutes at 1 MiB).
 ``tests/test_envfile_linear.py`` holds every shape at 1 MiB to a budget quadratic time cannot meet.
@@ -63,9 +63,9 @@ SHAPES: dict[str, Callable[[int], str]] = {
 
 
 def parse_ms(text: bytes, runs: int = 3) -> float:
-    """Best time (ms) of ``runs`` reads of ``text`` by the hook's own reader (hook.envfile.read_env_file), in
+    """Best time (ms) of ``runs`` reads of ``text`` by the hook's own reader (hook.pipeline.envfile.read_env_file), in
     this process (the best, as the machine's noise only ever adds)."""
-    from hook.envfile import read_env_file
+    from hook.pipeline.envfile import read_env_file
 
     times = []
     for _ in range(runs):
@@ -78,7 +78,9 @@ def parse_ms(text: bytes, runs: int = 3) -> float:
 def print_parse_table(size: int = 65536, factor: int = 16) -> None:
     """Print each shape's parse time at ``size`` and ``factor * size`` bytes, and the growth."""
     large_size = size * factor
-    print(f"\nenv-file reader (hook.envfile.read_env_file, in-process, best of 3): each shape at {size} B")
+    print(
+        f"\nenv-file reader (hook.pipeline.envfile.read_env_file, in-process, best of 3): each shape at {size} B"
+    )
     print(f"and {large_size} B, beside a normal file's (python-dotenv, blank run: 7 s at {size} B)")
     print(f"{'shape':<44} {f'{size} B':>10} {f'{large_size} B':>12}")
     for name, build in SHAPES.items():

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hook.paths import HOOK_JSON_NAME, OCI_HOOKS_DIRS, runtime_wrapper
+from hook.util.paths import HOOK_JSON_NAME, OCI_HOOKS_DIRS, runtime_wrapper
 
 NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
 # Node directories install may write below, that a scratch root can stand in for inside the namespace.

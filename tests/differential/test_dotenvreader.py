@@ -1,4 +1,4 @@
-"""hook.dotenvreader against python-dotenv (the reference): same verdict, same keys and values, on every input.
+"""hook.pipeline.dotenvreader against python-dotenv (the reference): same verdict, same keys and values, on every input.
 
 The hook never imports python-dotenv; its own reader must accept a subset of what python-dotenv reads without
 an error binding and give exactly python-dotenv's keys and values on it. It is in fact the same set: these
@@ -20,8 +20,8 @@ from dotenv.parser import parse_stream
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hook.dotenvreader import BLANKS, DotenvSyntaxError, parse_dotenv
-from hook.producer import build_env_file
+from hook.pipeline.dotenvreader import BLANKS, DotenvSyntaxError, parse_dotenv
+from hook.producer.envfile import build_env_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from envfile_comment_quote import comment_quote_file  # (tests/ holds the shared shape)

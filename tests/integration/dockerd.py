@@ -36,7 +36,7 @@ from pathlib import Path
 
 from busybox import make_busybox_rootfs
 
-from hook import paths
+from hook.util import paths
 
 DOCKERD = shutil.which("dockerd", path="/usr/sbin:/usr/bin") or "/usr/sbin/dockerd"
 # Debian's 20.10 client, by path: another docker client may come first on PATH.

@@ -33,8 +33,8 @@ from podman import import_busybox_image, podman
 
 from hook.cdi.edits import apply_edits
 from hook.cdi.registry import load_registry, resolve_edits
-from hook.devices import go_clean
-from hook.errors import CdiError
+from hook.pipeline.devices import go_clean
+from hook.util.errors import CdiError
 
 pytestmark = pytest.mark.integration
 IMAGE = "localhost/gpu-env-hook-busybox"

@@ -82,7 +82,7 @@ class Setup:
         if engine is not None:
             env["GPU_ENV_HOOK_ENGINE"] = engine
         return subprocess.run(
-            [sys.executable, "-I", "-m", "hook.shim", *args],
+            [sys.executable, "-I", "-m", "hook.stages.shim", *args],
             env=env,
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,

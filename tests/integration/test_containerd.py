@@ -29,7 +29,7 @@ from containerd import (
 from cri import CriClient, remove_pod, run_in_pod, start_pod
 from runc_hooks import STANDIN_CLI, load_record
 
-from hook import paths
+from hook.util import paths
 
 pytestmark = [
     pytest.mark.integration,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from containerd import config_dump
 
-from hook import paths
+from hook.util import paths
 
 CONTAINERD2_DIR = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
 CONTAINERD2 = f"{CONTAINERD2_DIR}/containerd"

@@ -22,7 +22,8 @@ import pytest
 from busybox import make_busybox_rootfs, unique_id
 from podman import podman, podman_env
 
-from hook import __version__, paths
+from hook import __version__
+from hook.util import paths
 
 pytestmark = [
     pytest.mark.integration,

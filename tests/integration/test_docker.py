@@ -19,7 +19,7 @@ import pytest
 from dockerd import Dockerd, available, running
 from runc_hooks import STANDIN_CLI, load_record
 
-from hook import paths
+from hook.util import paths
 
 pytestmark = [
     pytest.mark.integration,

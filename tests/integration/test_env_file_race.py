@@ -25,7 +25,7 @@ PODMAN_CONTAINERS = 15
 VERSIONS = {"one": "0", "two": "1"}  # the version's name -> its NVIDIA_VISIBLE_DEVICES
 _WRITER = """
 import os, sys
-from hook.atomicwrite import write_atomic
+from hook.util.atomicwrite import write_atomic
 path, stop = sys.argv[1], sys.argv[2]
 versions = [b"VERSION=one\\nNVIDIA_VISIBLE_DEVICES=0\\n", b"VERSION=two\\nNVIDIA_VISIBLE_DEVICES=1\\n"]
 count = 0
@@ -79,7 +79,7 @@ def test_process_env_and_devices_come_from_one_version(tmp_path: Path, racing_wr
                     sys.executable,
                     "-I",
                     "-m",
-                    "hook.shim",
+                    "hook.stages.shim",
                     "--root",
                     str(root),
                     "run",

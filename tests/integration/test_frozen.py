@@ -23,10 +23,11 @@ import pytest
 from busybox import make_runc_bundle, unique_id
 from conftest import REPO, STANDIN_CLI
 
-from hook import BLOB, header, paths
+from hook import BLOB, header
 from hook.freeze import MODULES
 from hook.install import RUNTIME_ENTRY
-from hook.launch import PYTHON_FLAGS, build_code
+from hook.launcher import PYTHON_FLAGS, build_code
+from hook.util import paths
 
 pytestmark = pytest.mark.integration
 
@@ -213,6 +214,11 @@ def node(tmp_path: Path) -> FrozenNode:
     return FrozenNode(tmp_path)
 
 
+def is_plain_module(name: str) -> bool:
+    """Tell whether ``name`` is one of the package's plain modules (the blob serves no package ``__init__``)."""
+    return name.startswith("hook.") and not (REPO / name.replace(".", "/") / "__init__.py").exists()
+
+
 def served(modules: dict[str, str]) -> set[str]:
     """The modules the blob's finder loaded."""
     return {name for name, loader in modules.items() if loader == "FrozenFinder"}
@@ -245,10 +251,10 @@ def test_hot_modules_come_from_the_blob(node: FrozenNode, case: str) -> None:
     node.locations.pop("__future__")
     assert sorted(with_blob) == sorted(without)
     assert locations == node.locations  # __file__ and __cached__ as the file loader sets them
-    hook_modules = {name for name in with_blob if name.startswith("hook.")}
+    hook_modules = {name for name in with_blob if is_plain_module(name)}
     assert served(with_blob) == hook_modules
     assert hook_modules <= set(MODULES)
-    assert {"hook.__main__", "hook.prestart", "hook.paths"} <= hook_modules
+    assert {"hook.__main__", "hook.stages.prestart", "hook.util.paths"} <= hook_modules
     assert served(without) == set()
     assert {without[name] for name in hook_modules} == {"SourceFileLoader"}
     assert with_blob["hook"] == "SourceFileLoader"  # the package itself, and its finder, load as usual
@@ -263,7 +269,7 @@ def test_the_hook_the_shim_hands_off_to_uses_the_blob(node: FrozenNode) -> None:
     bundle = node.case("nvidia-visible-devices")
     code = build_code("hook.__main__", "gpu-env-hook", lib=node.node_lib)
     modules = node.modules(bundle, code)
-    assert {"hook.__main__", "hook.prestart", "hook.nvcli"} <= served(modules)
+    assert {"hook.__main__", "hook.stages.prestart", "hook.pipeline.nvcli"} <= served(modules)
     with_blob = node.run(bundle, code=code)
     node.without_blob()
     assert with_blob == node.run(bundle, code=code)
@@ -276,7 +282,7 @@ def test_an_edited_source_is_imported_from_the_source(node: FrozenNode, edit: st
     """A source file changed after install (its size or its modification time) is imported from the
     source, as a stale .pyc is; the other modules still come from the blob."""
     bundle = node.case("nvidia-visible-devices")
-    source = node.lib / "hook/prestart.py"
+    source = node.lib / "hook/stages/prestart.py"
     if edit == "appended":
         with source.open("a", encoding="utf-8") as fh:
             fh.write('\nimport sys as _sys\n_sys.stderr.write("edited\\n")\n')
@@ -284,8 +290,8 @@ def test_an_edited_source_is_imported_from_the_source(node: FrozenNode, edit: st
         stat = source.stat()
         os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
     modules = node.modules(bundle)
-    assert modules["hook.prestart"] == "SourceFileLoader"
-    assert {"hook.__main__", "hook.paths", "hook.nvcli"} <= served(modules)
+    assert modules["hook.stages.prestart"] == "SourceFileLoader"
+    assert {"hook.__main__", "hook.util.paths", "hook.pipeline.nvcli"} <= served(modules)
     run = node.run(bundle)
     assert run.returncode == 0
     assert ("edited\n" in run.stderr) == (edit == "appended")
@@ -341,7 +347,7 @@ def test_a_broken_blob_changes_nothing(node: FrozenNode, how: str, case: str) ->
     if how == "truncated-in-the-code":  # the modules whose code is whole are still served, and only those
         whole = whole_entries(node.blob.read_bytes())
         assert served(modules) == {name for name in modules if name in whole}
-        assert {name for name in modules if name.startswith("hook.") and name not in whole}
+        assert {name for name in modules if is_plain_module(name) and name not in whole}
     else:
         assert served(modules) == set()
 
@@ -352,7 +358,7 @@ def test_a_traceback_names_the_node_source_and_line(node: FrozenNode) -> None:
     bundle = node.case("non-gpu")
     code = BROKEN_STDIN + node.launch_code()
     modules = node.modules(bundle, code, status=1)
-    assert {"hook.__main__", "hook.prestart", "hook.state"} <= served(modules)
+    assert {"hook.__main__", "hook.stages.prestart", "hook.pipeline.state"} <= served(modules)
     with_blob = node.run(bundle, code=code, flags=("-debug",))
     assert with_blob.returncode == 1
     lines = with_blob.stderr.splitlines()
@@ -370,7 +376,7 @@ def test_a_traceback_names_the_node_source_and_line(node: FrozenNode) -> None:
 
 
 def test_the_shim_create_path_uses_the_blob(node: FrozenNode) -> None:
-    """The runtime wrapper's launch code (entry ``hook.shim``) serves the shim's modules from the blob; a
+    """The runtime wrapper's launch code (entry ``hook.stages.shim``) serves the shim's modules from the blob; a
     real runc container created through the installed runtime wrapper gets its env file, and the hook the
     shim added (the same version's lib) calls the cli with the file's devices."""
     env_file = node.env_dir / "abc.env"
@@ -393,8 +399,10 @@ def test_the_shim_create_path_uses_the_blob(node: FrozenNode) -> None:
     recorded = node.namespaced(argv, cwd=bundle, env=env)  # the exec of runc is recorded, not done
     assert recorded.returncode == 0, recorded.stderr
     modules = node.recorded()
-    assert {"hook.shim", "hook.specenv", "hook.handoff", "hook.launch"} <= served(modules)
-    assert served(modules) == {name for name in modules if name.startswith("hook.")}
+    assert {"hook.stages.shim", "hook.pipeline.specenv", "hook.pipeline.handoff", "hook.launcher"} <= served(
+        modules
+    )
+    assert served(modules) == {name for name in modules if is_plain_module(name)}
     (bundle / "config.json").write_bytes(spec)
     wrapper = str(node.root / paths.runtime_wrapper("podman").lstrip("/"))
     try:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import pytest
 from podman import import_busybox_image, podman_env
 
-from hook.hooksjson import check_hooks_file
+from hook.commands.hooksjson import check_hooks_file
 
 pytestmark = pytest.mark.integration
 

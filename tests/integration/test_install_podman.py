@@ -19,7 +19,7 @@ from busybox import make_runc_bundle, unique_id
 from podman import import_busybox_image, podman_env
 from runc_hooks import STANDIN_CLI, load_record
 
-from hook import paths
+from hook.util import paths
 
 pytestmark = [
     pytest.mark.integration,

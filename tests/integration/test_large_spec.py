@@ -51,7 +51,7 @@ class Runner:
         """``run`` the bundle in the foreground, by runc or by ``gpu-env-runtime``."""
         cid = unique_id("large")
         self.ids.append(cid)
-        front = [sys.executable, "-I", "-m", "hook.shim"] if shim else [RUNC]
+        front = [sys.executable, "-I", "-m", "hook.stages.shim"] if shim else [RUNC]
         return subprocess.run(
             [*front, "--root", str(self.root), "run", "--bundle", str(bundle), cid],
             env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},

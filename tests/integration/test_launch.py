@@ -23,7 +23,7 @@ from busybox import make_runc_bundle, unique_id
 from conftest import REPO, STANDIN_CLI
 from runc_hooks import load_record
 
-from hook import paths
+from hook.util import paths
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from conftest import HOOK, STANDIN_CLI, MakeBundle, MakeEnvFile
 
 pytestmark = pytest.mark.integration
 
-SHIM = [sys.executable, "-I", "-m", "hook.shim"]
+SHIM = [sys.executable, "-I", "-m", "hook.stages.shim"]
 ENV_FILE = "NVIDIA_VISIBLE_DEVICES=0\nUSER_CUSTOM_ENV=hello\n"
 
 

@@ -23,13 +23,13 @@ NOBODY = 65534
 # Import everything the prestart stage and the checker import, drop to nobody, then run them.
 _RUN_AS_NOBODY = """
 import io, json, os, sys
-import hook.__main__, hook.prestart, hook.config, hook.envfile, hook.request, hook.devices, hook.producer
-import hook.mode, hook.nvcli, hook.capabilities, hook.requirements, hook.cdi, hook.privilege
+import hook.__main__, hook.stages.prestart, hook.pipeline.config, hook.pipeline.envfile, hook.pipeline.request, hook.pipeline.devices, hook.producer.envfile
+import hook.pipeline.mode, hook.pipeline.nvcli, hook.pipeline.capabilities, hook.pipeline.requirements, hook.cdi, hook.pipeline.privilege
 os.setgroups([]); os.setgid({uid}); os.setuid({uid})
 config, bundle, env_file = sys.argv[1:4]
 sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({{"pid": 1, "bundle": bundle}}).encode()))
 status = hook.__main__.main(["-config", config, "prestart"])
-report = hook.producer.check_env_file(env_file, hook.config.parse_config(open(config).read()).env_file)
+report = hook.producer.envfile.check_env_file(env_file, hook.pipeline.config.parse_config(open(config).read()).env_file)
 print(json.dumps({{"status": status, "check": [s.detail for s in report.steps if not s.ok]}}))
 """
 

@@ -41,7 +41,7 @@ class Setup:
             "#!/bin/sh\n"
             f"NVIDIA_CTK_CONFIG_FILE_PATH='{self.config}'\n"
             "export NVIDIA_CTK_CONFIG_FILE_PATH\n"
-            f'exec {sys.executable} -I -m hook.shim "$@"\n'
+            f'exec {sys.executable} -I -m hook.stages.shim "$@"\n'
         )
         self.shim.chmod(0o755)
         self.hooks_dir = tmp_path / "hooks.d"

@@ -48,7 +48,7 @@ class Setup:
         container would hold captured pipes open, so its output goes to /dev/null."""
         output = subprocess.DEVNULL if detach else subprocess.PIPE
         return subprocess.run(
-            [sys.executable, "-I", "-m", "hook.shim", *args],
+            [sys.executable, "-I", "-m", "hook.stages.shim", *args],
             env=self.env,
             cwd=cwd or self.tmp,
             stdin=subprocess.DEVNULL,

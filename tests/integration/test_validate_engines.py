@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from podman import import_busybox_image, podman
 
-from hook.cli import run_cli
+from hook.commands.cli import run_cli
 
 pytestmark = pytest.mark.integration
 

@@ -50,7 +50,7 @@ GPUS = 8
 VERSIONS = {"one": "0", "two": "1"}  # a racing writer's two versions: MARK -> NVIDIA_VISIBLE_DEVICES
 _RACING_WRITER = """
 import os, sys
-from hook.atomicwrite import write_atomic
+from hook.util.atomicwrite import write_atomic
 path, stop, pad = sys.argv[1], sys.argv[2], int(sys.argv[3])
 versions = [f"MARK={m}\\nNVIDIA_VISIBLE_DEVICES={d}\\nPAD={'x' * pad}\\n".encode() for m, d in (("one", "0"), ("two", "1"))]
 count = 0
@@ -379,7 +379,7 @@ def killed_writers(node: Node, kills: int) -> Figures:
     one_version_check(node, figures)
     figures.temps_before = max(figures_left)
     figures.notes.append(f"kills that left a temp file: {sum(n > 0 for n in figures_left)} of {killed}")
-    from hook.atomicwrite import write_atomic
+    from hook.util.atomicwrite import write_atomic
 
     write_atomic(str(path), b"MARK=one\nNVIDIA_VISIBLE_DEVICES=0\n", mode=0o644)
     figures.temps_after = count_temps(node.env_dir, path.name)
@@ -425,7 +425,7 @@ def killed_shims(node: Node, kills: int) -> Figures:
 def kill_mid_write(proc: subprocess.Popen[Any], directory: Path, name: str, timeout: float = 30) -> bool:
     """SIGKILL ``proc`` the moment a temp file of its own for ``name`` is in ``directory`` (or when it exits,
     or at the timeout); return whether it was caught mid-write."""
-    from hook.atomicwrite import parse_temp_name
+    from hook.util.atomicwrite import parse_temp_name
 
     deadline = time.monotonic() + timeout
     caught = False
@@ -440,7 +440,7 @@ def kill_mid_write(proc: subprocess.Popen[Any], directory: Path, name: str, time
 
 def count_temps(directory: Path, name: str) -> int:
     """Temp files of our naming for ``name`` in ``directory``."""
-    from hook.atomicwrite import parse_temp_name
+    from hook.util.atomicwrite import parse_temp_name
 
     return sum(parse_temp_name(entry.name, name) is not None for entry in directory.iterdir())
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hook.atomicwrite import write_atomic
-from hook.bundle import (
+from hook.pipeline.bundle import (
     check_spec,
     dump_spec,
     load_spec,
@@ -24,7 +23,8 @@ from hook.bundle import (
     spec_path,
     write_spec,
 )
-from hook.errors import SpecError
+from hook.util.atomicwrite import write_atomic
+from hook.util.errors import SpecError
 
 VALID: dict[str, object] = {"ociVersion": "1.0.2", "process": {"env": ["A=1"]}, "root": {"path": "rootfs"}}
 

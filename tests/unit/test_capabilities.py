@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from hook.capabilities import resolve_capabilities
-from hook.config import ALL_CAPABILITIES
-from hook.errors import RequestError
+from hook.pipeline.capabilities import resolve_capabilities
+from hook.pipeline.config import ALL_CAPABILITIES
+from hook.util.errors import RequestError
 
 ALL = frozenset(ALL_CAPABILITIES)
 UPSTREAM_SUPPORTED = frozenset({"compute", "display", "utility", "video"})

@@ -11,7 +11,18 @@ import pytest
 from cdi_helpers import FakeNode, make_fake_node, nvidia_like_spec, write_spec
 from typer.testing import CliRunner
 
-from hook.cdi.alloc import (
+from hook.cdi.registry import load_registry
+from hook.cdi.spec import load_spec
+from hook.commands.cdidoctor import (
+    check_nvidia_runtime_mode,
+    check_nvidia_spec,
+    check_skipped_specs,
+    check_yaml_loader,
+)
+from hook.commands.cli import build_app
+from hook.commands.doctor import Check
+from hook.pipeline.config import parse_config
+from hook.producer.alloc import (
     alloc_device,
     alloc_name,
     build_alloc_spec,
@@ -19,18 +30,7 @@ from hook.cdi.alloc import (
     list_alloc_specs,
     write_alloc_spec,
 )
-from hook.cdi.doctor import (
-    check_nvidia_runtime_mode,
-    check_nvidia_spec,
-    check_skipped_specs,
-    check_yaml_loader,
-)
-from hook.cdi.registry import load_registry
-from hook.cdi.spec import load_spec
-from hook.cli import build_app
-from hook.config import parse_config
-from hook.doctor import Check
-from hook.errors import CdiError, UsageError
+from hook.util.errors import CdiError, UsageError
 
 
 class Node:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hook.cdi.edits import apply_edits, fill_device_node
-from hook.errors import CdiError
+from hook.util.errors import CdiError
 
 
 def base(**changes: Any) -> dict[str, Any]:
@@ -196,7 +196,7 @@ def test_no_edits_no_change() -> None:
 
 def test_wrong_spec_shape_is_a_spec_error() -> None:
     """A config.json whose linux.devices is not an array is refused as a spec error."""
-    from hook.errors import SpecError
+    from hook.util.errors import SpecError
 
     with pytest.raises(SpecError, match=r"^could not decode OCI spec: linux.devices must be an array$"):
         apply(base(linux={"devices": {}}), {"deviceNodes": [{"path": "/dev/y", "type": "c", "major": 1}]})

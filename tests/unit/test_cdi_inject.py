@@ -1,4 +1,4 @@
-"""CDI mode: hook.cdi.inject, and the shim, precreate and prestart stages with device-mode = "cdi"."""
+"""CDI mode: hook.pipeline.cdidevices, and the shim, precreate and prestart stages with device-mode = "cdi"."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
 from conftest import MakeEnvFile
 
-from hook.cdi.inject import cdi_device_names, resolve_cdi_spec
-from hook.config import parse_config
-from hook.errors import CdiError, ConfigError, RequestError
-from hook.mode import CDI_MODE_MESSAGE, DIRECT_INVOCATION_MESSAGE, check_mode
-from hook.precreate import resolve_precreate
-from hook.shim import resolve_spec
+from hook.pipeline.cdidevices import cdi_device_names, resolve_cdi_spec
+from hook.pipeline.config import parse_config
+from hook.pipeline.mode import CDI_MODE_MESSAGE, DIRECT_INVOCATION_MESSAGE, check_mode
+from hook.stages.precreate import resolve_precreate
+from hook.stages.shim import resolve_spec
+from hook.util.errors import CdiError, ConfigError, RequestError
 
 HOOK: dict[str, object] = {"path": "/usr/bin/python3", "args": ["python3", "-I", "-m", "hook", "prestart"]}
 
@@ -181,7 +181,7 @@ def test_prestart_refuses_cdi_names_in_cdi_mode() -> None:
 
 def test_prestart_stage_in_cdi_mode(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
     """run_prestart in CDI mode refuses a request it still sees, with our message."""
-    from hook.prestart import Options, run_prestart
+    from hook.stages.prestart import Options, run_prestart
 
     node = Node(tmp_path)
     bundle = tmp_path / "bundle"
@@ -224,7 +224,7 @@ def test_cdi_settings_checked(text: str, message: str) -> None:
 def test_prestart_after_injection_does_nothing(tmp_path: Path, make_env_file: MakeEnvFile) -> None:
     """A prestart hook of ours in CDI mode, behind a shim or precreate stage that injected the devices
     (NVIDIA_VISIBLE_DEVICES=void in config.json), exits 0 even though the env file it reads names a device."""
-    from hook.prestart import Options, run_prestart
+    from hook.stages.prestart import Options, run_prestart
 
     node = Node(tmp_path)
     bundle = tmp_path / "bundle"
@@ -277,7 +277,7 @@ def test_cdi_mode_stays_on_the_lean_path(tmp_path: Path) -> None:
     raw = tmp_path / "spec.json"
     raw.write_text(json.dumps(document(["NVIDIA_VISIBLE_DEVICES=0"])))
     code = (
-        "import sys; from hook.precreate import resolve_precreate;"
+        "import sys; from hook.stages.precreate import resolve_precreate;"
         "out = resolve_precreate(open(sys.argv[1], 'rb').read(), open(sys.argv[2]).read(), source=sys.argv[2]);"
         "assert b'/dev/nvidia0' in out;"
         "print(' '.join(sorted(m for m in ('yaml', 'json', 'typing', 'typer', 'jsonschema') if m in sys.modules)))"

@@ -11,7 +11,7 @@ import pytest
 from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
 
 from hook.cdi.registry import load_registry, resolve_edits
-from hook.errors import CdiError
+from hook.util.errors import CdiError
 
 
 def one_device(kind: str, name: str, env: str) -> dict[str, Any]:

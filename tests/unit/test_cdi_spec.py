@@ -29,7 +29,7 @@ from hook.cdi.spec import (
 )
 from hook.cdi.spec import _check_nodes as check_nodes
 from hook.cdi.version import minimum_version
-from hook.errors import CdiError
+from hook.util.errors import CdiError
 
 NODE = {"path": "/dev/nvidia0"}
 BASE: dict[str, Any] = {

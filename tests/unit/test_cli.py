@@ -1,4 +1,4 @@
-"""Tests for hook.cli: each command through typer's runner and as a real ``python -I -m hook`` process."""
+"""Tests for hook.commands.cli: each command through typer's runner and as a real ``python -I -m hook`` process."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from conftest import REPO, MakeBundle, MakeConfig
 from typer.testing import CliRunner
 
-from hook.cli import build_app, build_default_config_toml, run_cli
-from hook.config import default_settings
-from hook.producer import env_file_path
+from hook.commands.cli import build_app, build_default_config_toml, run_cli
+from hook.pipeline.config import default_settings
+from hook.producer.envfile import env_file_path
 
 HOOK = [sys.executable, "-I", "-m", "hook"]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="env files must be root-owned")

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from hook import cli
 from hook.__main__ import HUMAN_COMMANDS, USAGE, main
-from hook.clihelp import COMMAND_ORDER, STAGES
-from hook.producercli import columns
+from hook.commands import cli
+from hook.commands.clihelp import COMMAND_ORDER, STAGES
+from hook.commands.envfile import columns
 
 HOOK = [sys.executable, "-I", "-m", "hook"]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -226,12 +226,12 @@ def test_debug_prints_the_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An internal error in a command is one line; with -debug (before or after the command) a traceback too."""
-    import hook.doctor
+    import hook.commands.doctor
 
     def broken(**_: object) -> list[object]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(hook.doctor, "run_checks", broken)
+    monkeypatch.setattr(hook.commands.doctor, "run_checks", broken)
     assert cli.run_cli(["doctor"], config=None) == 1
     assert capsys.readouterr().err == "gpu-env-hook: internal error: RuntimeError\n"
     assert main(["-debug", "doctor"]) == 1

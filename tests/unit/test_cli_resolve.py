@@ -211,7 +211,7 @@ from differential_cases import Case as Row  # noqa: E402
 from test_differential import Render, render_stdin, write_inputs  # noqa: E402
 
 from hook.__main__ import parse_flags  # noqa: E402
-from hook.cli import build_resolve_document  # noqa: E402
+from hook.commands.cli import build_resolve_document  # noqa: E402
 
 # Rows that fail only when the cli is executed (or by the cli's own status): resolve never executes it.
 AFTER_EXEC = {

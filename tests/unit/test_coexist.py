@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hook import coexist, paths
-from hook.install import InstallOptions, write_install
+from hook.install import InstallOptions, coexist, write_install
+from hook.util import paths
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 HOOKS = paths.OCI_HOOKS_DIRS[0]

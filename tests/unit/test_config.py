@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hook import config
-from hook.config import ALL_CAPABILITIES, parse_config, split_list
-from hook.configfile import SYSTEM_CONFIG, find_config_path, load_config_text
-from hook.errors import ConfigError
+from hook.pipeline import config
+from hook.pipeline.config import ALL_CAPABILITIES, parse_config, split_list
+from hook.pipeline.configfile import SYSTEM_CONFIG, find_config_path, load_config_text
+from hook.util.errors import ConfigError
 
 PREFIX = re.escape("error getting hook config: failed to load config: ")
 

@@ -1,4 +1,4 @@
-"""hook.configfile: which config.toml texts could change which variables select GPUs (then it is parsed)."""
+"""hook.pipeline.configfile: which config.toml texts could change which variables select GPUs (then it is parsed)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from hook.configfile import config_may_select, config_mentions
+from hook.pipeline.configfile import config_may_select, config_mentions
 
 
 @pytest.mark.parametrize(

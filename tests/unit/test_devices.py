@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hook.devices import (
+from hook.pipeline.devices import (
     env_request,
     go_clean,
     is_legacy_image,

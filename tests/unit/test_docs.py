@@ -105,7 +105,7 @@ def test_slug(heading: str, anchor: str) -> None:
 
 def test_specification_example_reads_as_described() -> None:
     """The example of "The format, as a specification" is read by the hook's reader with the values it shows."""
-    from hook.dotenvreader import parse_dotenv
+    from hook.pipeline.dotenvreader import parse_dotenv
 
     text = (REPO / "docs" / "env-file.md").read_text(encoding="utf-8")
     section = text[text.index("### The format, as a specification") :]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, env_settings
 
-from hook.producer import check_env_file, env_file_path
+from hook.producer.envfile import check_env_file, env_file_path
 
 WRITER = REPO / "docs" / "examples" / "go-env-file-writer" / "main.go"
 VALUES = {

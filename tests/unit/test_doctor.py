@@ -1,4 +1,4 @@
-"""Unit tests for hook.doctor: each check on a tree built under ``--root``."""
+"""Unit tests for hook.commands.doctor: each check on a tree built under ``--root``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hook import paths
-from hook.cli import build_app
-from hook.config import parse_config
-from hook.doctor import Check, check_isolated, check_pod_binding, run_checks
+from hook.commands.cli import build_app
+from hook.commands.doctor import Check, check_isolated, check_pod_binding, run_checks
+from hook.pipeline.config import parse_config
+from hook.util import paths
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="ownership checks expect root-owned trees")
 WRAPPER = '#!/bin/sh\nexec /usr/bin/python3 -I -m hook "$@"\n'

@@ -1,4 +1,4 @@
-"""Unit tests for hook.envfile: safe opening, strict parsing, pod binding and merging."""
+"""Unit tests for hook.pipeline.envfile: safe opening, strict parsing, pod binding and merging."""
 
 from __future__ import annotations
 
@@ -14,9 +14,15 @@ from conftest import env_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.beneath import open_beneath, split_beneath
-from hook.envfile import load_env_file_bytes, merge_env, parse_env_file, resolve_binding, resolve_env_file
-from hook.errors import EnvFileError, EnvFileMissingError
+from hook.pipeline.envfile import (
+    load_env_file_bytes,
+    merge_env,
+    parse_env_file,
+    resolve_binding,
+    resolve_env_file,
+)
+from hook.util.beneath import open_beneath, split_beneath
+from hook.util.errors import EnvFileError, EnvFileMissingError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
 
@@ -753,7 +759,7 @@ def test_resolve_pinned(env_dir: Path) -> None:
 
 def test_reader_never_sees_a_mix_while_an_atomic_writer_replaces_the_file(env_dir: Path) -> None:
     """A writer that renames complete files in a loop: every read is exactly the old or the new content."""
-    from hook.atomicwrite import write_atomic
+    from hook.util.atomicwrite import write_atomic
 
     path = env_dir / "a.env"
     old = "".join(f"K{i}=old{i:05d}\n" for i in range(600)).encode()
@@ -800,7 +806,7 @@ def test_the_merged_environment_is_the_container_env_updated_by_the_file(
 ) -> None:
     """What prestart computes without splitting the merged process.env again: the same dict, in the same
     order, as parsing the merged entries."""
-    from hook.bundle import parse_env
+    from hook.pipeline.bundle import parse_env
 
     merged = parse_env(merge_env(entries, values))
     shortcut = {**parse_env(entries), **values}

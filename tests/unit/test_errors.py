@@ -1,4 +1,4 @@
-"""hook.errors: escape() renders tenant text safely, every HookError is one safe line whatever it holds, and
+"""hook.util.errors: escape() renders tenant text safely, every HookError is one safe line whatever it holds, and
 an OSError becomes one line with the action, the path and the reason."""
 
 from __future__ import annotations
@@ -9,8 +9,15 @@ import re
 
 import pytest
 
-from hook.errors import EnvFileError, HookError, RequestError, SystemCallError, describe_os_error, os_error
-from hook.safetext import LINE_LIMIT, escape
+from hook.util.errors import (
+    EnvFileError,
+    HookError,
+    RequestError,
+    SystemCallError,
+    describe_os_error,
+    os_error,
+)
+from hook.util.safetext import LINE_LIMIT, escape
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Unit tests for hook.handoff: the shim's env-file decision in the injected hook's args, and the hook that
+"""Unit tests for hook.pipeline.handoff: the shim's env-file decision in the injected hook's args, and the hook that
 acts on it without reading the file again."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import MakeBundle, MakeConfig, MakeEnvFile, RunHook
 
-from hook.errors import EnvFileError
-from hook.handoff import add_handoff, build_handoff, parse_handoff, take_handoff
+from hook.pipeline.handoff import add_handoff, build_handoff, parse_handoff, take_handoff
+from hook.util.errors import EnvFileError
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Unit tests for hook.hooksjson: the exact findings (messages, paths, severities) for podman's reading.
+"""Unit tests for hook.commands.hooksjson: the exact findings (messages, paths, severities) for podman's reading.
 
 Which files podman accepts is proven against the real podman in
 tests/integration/test_hooks_json_podman.py; these pin what we say about them.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hook.hooksjson import Finding, check_hooks_file, check_hooks_json, regexp_error
+from hook.commands.hooksjson import Finding, check_hooks_file, check_hooks_json, regexp_error
 
 EXE = "/bin/sh"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hook import BLOB, header, paths
+from hook import BLOB, header
 from hook.install import (
     HOOK_ENTRY,
     InstallError,
@@ -29,8 +29,9 @@ from hook.install import (
     write_install,
     write_uninstall,
 )
-from hook.launch import build_code
-from hook.schema import validate_document
+from hook.install.schema import validate_document
+from hook.launcher import build_code
+from hook.util import paths
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
@@ -756,8 +757,8 @@ def test_tree_is_byte_compiled_by_the_node_interpreter(node: Path) -> None:
     shutil.copy2(real, node / "usr/bin/python3")
     write_install(InstallOptions(engine="podman", python="/usr/bin/python3", root=str(node)))
     (version,) = [path for path in (node / "opt/gpu-env-hook").iterdir() if path.name != "current"]
-    compiled = list((version / "lib/hook/__pycache__").glob("shim.*.pyc"))
-    assert compiled, sorted(p.name for p in (version / "lib/hook").iterdir())
+    compiled = list((version / "lib/hook/stages/__pycache__").glob("shim.*.pyc"))
+    assert compiled, sorted(p.name for p in (version / "lib/hook/stages").iterdir())
     # and the stages' modules precompiled into one file for that interpreter (lib/hook.frozen)
     assert (version / "lib" / BLOB).read_bytes().startswith(header())
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from hook import paths
 from hook.install import InstallError, InstallOptions, write_install, write_uninstall
 from hook.install.containerd import (
     BUILTIN_RUNC,
@@ -31,6 +30,7 @@ from hook.install.containerd import (
     unmerge_config,
 )
 from hook.install.tomlwrite import render_tables
+from hook.util import paths
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 CRI = "io.containerd.grpc.v1.cri"

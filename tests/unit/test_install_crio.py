@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from hook import paths
 from hook.install import InstallError, InstallOptions, write_install, write_uninstall
 from hook.install.crio import DEFAULT_MONITOR_ENV, plan
+from hook.util import paths
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 DROPIN_DIR = "/etc/crio/crio.conf.d"

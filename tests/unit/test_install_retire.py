@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from hook import paths
 from hook.install import InstallError, InstallOptions, write_install, write_uninstall
 from hook.install.inuse import find_runtime_users, node_proc
 from hook.install.retire import build_retired_wrapper
+from hook.util import paths
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 WRAPPER = paths.runtime_wrapper("crio")

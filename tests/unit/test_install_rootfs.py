@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hook import paths
 from hook.install import InstallError, InstallOptions, write_install, write_uninstall
 from hook.install.rootfs import NodeRoot
+from hook.util import paths
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 

@@ -1,4 +1,4 @@
-"""hook.jsontext decodes as json.loads and encodes as json.dumps(compact, UTF-8) do, without importing json."""
+"""hook.util.jsontext decodes as json.loads and encodes as json.dumps(compact, UTF-8) do, without importing json."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.jsontext import decode, decode_prefix, encode
+from hook.util.jsontext import decode, decode_prefix, encode
 
 
 def outcome(function: object, text: str) -> tuple[str, str]:
@@ -66,22 +66,20 @@ def test_prefix_ignores_trailing_data() -> None:
 
 def test_success_path_does_not_import_json() -> None:
     """Decoding a good document loads neither json nor json.decoder (whose import compiles regexes)."""
-    code = "import sys; from hook.jsontext import decode; decode('{\"a\": [1]}'); print(sorted(m for m in sys.modules if m.startswith('json')))"
+    code = "import sys; from hook.util.jsontext import decode; decode('{\"a\": [1]}'); print(sorted(m for m in sys.modules if m.startswith('json')))"
     result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout == "[]\n"
 
 
 def test_error_path_in_a_fresh_interpreter() -> None:
     """Without json loaded, an invalid document still gets json's own message (not a SystemError)."""
-    code = (
-        "from hook.jsontext import decode\ntry:\n    decode('{x}')\nexcept ValueError as err:\n    print(err)"
-    )
+    code = "from hook.util.jsontext import decode\ntry:\n    decode('{x}')\nexcept ValueError as err:\n    print(err)"
     result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout == "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)\n"
 
 
 def dumps(value: object) -> str:
-    """The reference: what config.json was written with before hook.jsontext.encode."""
+    """The reference: what config.json was written with before hook.util.jsontext.encode."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -147,6 +145,6 @@ def test_encode_edge_cases_as_json_dumps(value: object) -> None:
 
 def test_encode_does_not_import_json() -> None:
     """Encoding a document loads no json module (json.encoder would import re)."""
-    code = "import sys; from hook.jsontext import encode; encode({'a': [1, 'é']}); print(sorted(m for m in sys.modules if m.startswith(('json', 're'))))"
+    code = "import sys; from hook.util.jsontext import encode; encode({'a': [1, 'é']}); print(sorted(m for m in sys.modules if m.startswith(('json', 're'))))"
     result = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"], capture_output=True, text=True, check=True)  # fmt: skip
     assert result.stdout == "[]\n"

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hook import __version__, paths
+from hook import __version__
+from hook.util import paths
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "packaging" / "kubernetes"
 

@@ -1,7 +1,7 @@
 """How a launched process ends (``hook.finish``): no interpreter finalization once ``main`` returns,
 unless something needs it; and the launch code's fallback for a package from before ``hook.run``.
 
-Each case runs the real launch code (``hook.launch.build_code``) in ``python -I -S -X utf8`` with a ``lib``
+Each case runs the real launch code (``hook.launcher.build_code``) in ``python -I -S -X utf8`` with a ``lib``
 directory holding the package (a link to this checkout's) and a small entry module of its own, and looks
 at what the process printed and how it exited.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from hook.launch import PYTHON_FLAGS, build_code
+from hook.launcher import PYTHON_FLAGS, build_code
 
 # An object whose finalizer prints: it runs only if the interpreter is torn down.
 FINALIZER = """\

@@ -9,8 +9,8 @@ import pytest
 
 from hook import __main__ as entry
 from hook import __version__
-from hook.errors import UsageError
-from hook.prestart import Options
+from hook.stages.prestart import Options
+from hook.util.errors import UsageError
 
 
 @pytest.mark.parametrize(
@@ -166,7 +166,7 @@ def test_prestart_and_create_runtime_dispatch(
         seen.append((options.config, options.debug))
         return 7
 
-    monkeypatch.setattr("hook.prestart.run_prestart", fake_run_prestart)
+    monkeypatch.setattr("hook.stages.prestart.run_prestart", fake_run_prestart)
     assert entry.main(["--config=/c.toml", "-debug", stage, "-version", "junk"]) == 7
     assert seen == [("/c.toml", True)]
 
@@ -179,7 +179,7 @@ def test_empty_config_flag_means_no_flag(monkeypatch: pytest.MonkeyPatch) -> Non
         seen.append(options.config)
         return 0
 
-    monkeypatch.setattr("hook.prestart.run_prestart", fake_run_prestart)
+    monkeypatch.setattr("hook.stages.prestart.run_prestart", fake_run_prestart)
     assert entry.main(["-config=", "prestart"]) == 0
     assert seen == [None]
 
@@ -188,12 +188,12 @@ def test_hook_error_prints_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A HookError from a stage is its one line on stderr and its exit code."""
-    from hook.errors import SpecError
+    from hook.util.errors import SpecError
 
     def fail(*_: object) -> int:
         raise SpecError("Root is empty in OCI spec")
 
-    monkeypatch.setattr("hook.prestart.run_prestart", fail)
+    monkeypatch.setattr("hook.stages.prestart.run_prestart", fail)
     assert entry.main(["prestart"]) == 1
     assert capsys.readouterr() == ("", "Root is empty in OCI spec\n")
 
@@ -210,7 +210,7 @@ def test_unexpected_exception_is_one_line(
     def boom(*_: object) -> int:
         raise RuntimeError("secret content")
 
-    monkeypatch.setattr("hook.prestart.run_prestart", boom)
+    monkeypatch.setattr("hook.stages.prestart.run_prestart", boom)
     assert entry.main([*flags, "prestart"]) == 1
     err = capsys.readouterr().err
     first, _, more = err.partition("\n")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from hook import mode
-from hook.errors import RequestError
-from hook.mode import DIRECT_INVOCATION_MESSAGE, check_mode, resolve_mode
+from hook.pipeline import mode
+from hook.pipeline.mode import DIRECT_INVOCATION_MESSAGE, check_mode, resolve_mode
+from hook.util.errors import RequestError
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from hook import paths
-from hook.configfile import resolve_node_engine
 from hook.install import InstallOptions, write_install
+from hook.pipeline.configfile import resolve_node_engine
+from hook.util import paths
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)"

@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_envfile_hook import FILE_REFUSALS
 
-from hook.config import parse_config
-from hook.errors import CdiError, EnvFileError
 from hook.nri import nri_pb2, wire
 from hook.nri.decide import Context, adjust_container, cdi_names_applied
+from hook.pipeline.config import parse_config
+from hook.util.errors import CdiError, EnvFileError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
 HOOK: dict[str, object] = {

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from conftest import TESTS
 
-from hook.config import parse_config
 from hook.nri import nri_pb2, ttrpc_pb2, wire
 from hook.nri.decide import Context
 from hook.nri.plugin import EVENTS, Session
+from hook.pipeline.config import parse_config
 
 RECORDINGS = sorted((TESTS / "fixtures" / "nri").glob("containerd-*.json"))
 HOOK: dict[str, object] = {"path": "/usr/bin/gpu-env-hook", "args": ["gpu-env-hook", "prestart"]}

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from hook import nvcli
-from hook.config import CliSettings, parse_config
-from hook.errors import ExecError
-from hook.nvcli import (
+from hook.pipeline import nvcli
+from hook.pipeline.config import CliSettings, parse_config
+from hook.pipeline.nvcli import (
     build_argv,
     build_cli_env,
     build_search_path,
@@ -22,7 +21,8 @@ from hook.nvcli import (
     normalize_ldconfig,
     resolve_rootfs,
 )
-from hook.request import GpuRequest
+from hook.pipeline.request import GpuRequest
+from hook.util.errors import ExecError
 
 STD = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NOT_FOUND = (

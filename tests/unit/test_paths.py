@@ -1,4 +1,4 @@
-"""hook.paths' path operations give exactly os.path's results, without importing os."""
+"""hook.util.paths' path operations give exactly os.path's results, without importing os."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook import paths
+from hook.util import paths
 
 # Paths made of the characters that matter to these functions.
 PATHS = st.text(alphabet="/.a-", max_size=14)
@@ -41,7 +41,5 @@ def test_exists_and_isfile(tmp_path: Path) -> None:
 def test_environ_is_os_environ() -> None:
     """environ() decodes the process environment as os.environ does (undecodable bytes included)."""
     env = {b"PLAIN": b"value", b"BYTES": b"\xff\xfe", b"UTF8": "é".encode()}
-    code = (
-        "import os, sys; from hook.paths import environ; sys.exit(0 if environ() == dict(os.environ) else 1)"
-    )
+    code = "import os, sys; from hook.util.paths import environ; sys.exit(0 if environ() == dict(os.environ) else 1)"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)

@@ -1,4 +1,4 @@
-"""Unit tests for hook.precreate (podman's precreate stage) and the oci-hooks.d JSONs shipped for podman."""
+"""Unit tests for hook.stages.precreate (podman's precreate stage) and the oci-hooks.d JSONs shipped for podman."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from conftest import REPO, MakeConfig, MakeEnvFile
 from envfile_comment_quote import comment_quote_file, hidden_line
 
-from hook import paths
-from hook.errors import EnvFileError, SpecError
-from hook.precreate import load_proposed_spec, resolve_precreate
+from hook.stages.precreate import load_proposed_spec, resolve_precreate
+from hook.util import paths
+from hook.util.errors import EnvFileError, SpecError
 
 HOOKS_DIR = REPO / "packaging" / "oci-hooks.d"
 
@@ -247,7 +247,7 @@ def test_oci_hooks_json(name: str, stage: str) -> None:
     """Each shipped hook JSON is the 1.0.0 format and starts the interpreter itself with the launch code
     (the node's tree, -I -S -X utf8), full args, a fixed PATH, its engine (podman's: the pod-binding engine)
     and the hook's timeout."""
-    from hook.launch import build_code
+    from hook.launcher import build_code
 
     document = json.loads((HOOKS_DIR / name).read_text())
     code = build_code("hook.__main__", "gpu-env-hook", tree=paths.RUNTIME_TREE)

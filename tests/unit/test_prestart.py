@@ -1,10 +1,10 @@
-"""hook.prestart.may_request_gpu: which containers can skip config.toml altogether."""
+"""hook.stages.prestart.may_request_gpu: which containers can skip config.toml altogether."""
 
 from __future__ import annotations
 
 import pytest
 
-from hook.prestart import may_request_gpu
+from hook.stages.prestart import may_request_gpu
 
 SWARM = 'swarm-resource = "DOCKER_RESOURCE_GPU"\n'
 

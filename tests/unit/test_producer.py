@@ -1,4 +1,4 @@
-"""Unit tests for hook.producer: the env-file path scheme, the writer and the checker."""
+"""Unit tests for hook.producer.envfile: the env-file path scheme, the writer and the checker."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from envfile_comment_quote import comment_quote_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hook.envfile import load_env_file_bytes, parse_env_file
-from hook.errors import EnvFileError, UsageError
-from hook.producer import (
+from hook.pipeline.envfile import load_env_file_bytes, parse_env_file
+from hook.producer.envfile import (
     build_env_file,
     check_env_file,
     env_file_name,
@@ -25,6 +24,7 @@ from hook.producer import (
     quote_value,
     write_env_file,
 )
+from hook.util.errors import EnvFileError, UsageError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
 needs_root = pytest.mark.skipif(
@@ -457,16 +457,16 @@ def test_check_stops_at_the_first_failing_step(
 
 
 def test_device_plugin_api_has_its_own_home_above_the_hook() -> None:
-    """hook.deviceplugin gives the producer's functions; hook.envfile neither re-exports them nor ever loads
-    hook.producer (no module lower in the stack imports one above it)."""
+    """hook.deviceplugin gives the producer's functions; hook.pipeline.envfile neither re-exports them nor ever loads
+    hook.producer.envfile (no module lower in the stack imports one above it)."""
     import subprocess
     import sys
 
     code = (
-        "import sys, hook.envfile as e; "
-        "print(hasattr(e, 'write_env_file'), 'hook.producer' in sys.modules, 'hook.deviceplugin' in sys.modules); "
+        "import sys, hook.pipeline.envfile as e; "
+        "print(hasattr(e, 'write_env_file'), 'hook.producer.envfile' in sys.modules, 'hook.deviceplugin' in sys.modules); "
         "from hook.deviceplugin import write_env_file, env_file_path, check_env_file; "
-        "import hook.producer as p; "
+        "import hook.producer.envfile as p; "
         "print(write_env_file is p.write_env_file, env_file_path is p.env_file_path, "
         "check_env_file is p.check_env_file)"
     )

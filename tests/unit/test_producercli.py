@@ -1,4 +1,4 @@
-"""hook.producercli: plain env-file invocations run without typer, with typer's output, messages and codes."""
+"""hook.commands.envfile: plain env-file invocations run without typer, with typer's output, messages and codes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from conftest import REPO, MakeConfig
 from typer.testing import CliRunner
 
-from hook.cli import build_app
-from hook.producercli import columns, mark, parse_command
+from hook.commands.cli import build_app
+from hook.commands.envfile import columns, mark, parse_command
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="env files must be root-owned")
 

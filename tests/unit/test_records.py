@@ -1,4 +1,4 @@
-"""hook.records.Record: a typing.NamedTuple look-alike built without typing or collections."""
+"""hook.util.records.Record: a typing.NamedTuple look-alike built without typing or collections."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from hook.records import Record
-from hook.request import GpuRequest
+from hook.pipeline.request import GpuRequest
+from hook.util.records import Record
 
 Reference = namedtuple("Reference", ["path", "environment", "ldconfig"])  # the behaviour to match
 
 
 class CliSettings(Record):
-    """A record of three fields, shaped like hook.config's."""
+    """A record of three fields, shaped like hook.pipeline.config's."""
 
     path: str
     environment: tuple[str, ...]
@@ -51,7 +51,7 @@ def test_fields_and_values_as_a_namedtuple() -> None:
     assert isinstance(record, tuple)
     assert type(record).__name__ == "CliSettings"
     assert type(record).__module__ == __name__
-    assert CliSettings.__doc__ == "A record of three fields, shaped like hook.config's."
+    assert CliSettings.__doc__ == "A record of three fields, shaped like hook.pipeline.config's."
 
 
 def test_replace_make_copy_and_pickle() -> None:
@@ -108,7 +108,7 @@ def test_request_record_has_its_fields_in_annotation_order() -> None:
 
 def test_importing_records_loads_neither_collections_nor_typing() -> None:
     """Defining records at run time imports neither collections nor typing."""
-    code = "import sys; import hook.config, hook.request; print(sorted(sys.modules))"
+    code = "import sys; import hook.pipeline.config, hook.pipeline.request; print(sorted(sys.modules))"
     out = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     modules = set(eval(out))  # noqa: S307 - our own output, a list of names

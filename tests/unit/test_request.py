@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from hook.config import ALL_CAPABILITIES, parse_config
-from hook.errors import RequestError
-from hook.request import GpuRequest, resolve_request
+from hook.pipeline.config import ALL_CAPABILITIES, parse_config
+from hook.pipeline.request import GpuRequest, resolve_request
+from hook.util.errors import RequestError
 
 S = list(ALL_CAPABILITIES)
 D = ["compute", "utility"]

@@ -6,8 +6,13 @@ import re
 
 import pytest
 
-from hook.errors import RequestError
-from hook.requirements import parse_go_bool, parse_major_minor, requirements_disabled, resolve_requirements
+from hook.pipeline.requirements import (
+    parse_go_bool,
+    parse_major_minor,
+    requirements_disabled,
+    resolve_requirements,
+)
+from hook.util.errors import RequestError
 
 
 @pytest.mark.parametrize(
@@ -166,7 +171,7 @@ def test_requirements_disabled(value: str | None, disabled: bool) -> None:
 )
 def test_resolve_requirements(env: dict[str, str], expected: list[str]) -> None:
     """Every NVIDIA_REQUIRE_* value but JETPACK's, in env order, then a legacy image's cuda>=X.Y."""
-    from hook.devices import is_legacy_image
+    from hook.pipeline.devices import is_legacy_image
 
     assert resolve_requirements(env, legacy=is_legacy_image(env)) == expected
 

@@ -1,4 +1,4 @@
-"""Unit tests for hook.schema: the shipped schemas accept good documents and name every problem by path."""
+"""Unit tests for hook.install.schema: the shipped schemas accept good documents and name every problem by path."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from hook.config import default_settings
-from hook.schema import (
+from hook.install.schema import (
     Problem,
     SchemaError,
     build_config_toml_schema,
@@ -18,6 +17,7 @@ from hook.schema import (
     validate_document,
     validate_file,
 )
+from hook.pipeline.config import default_settings
 
 GOOD: dict[str, dict[str, Any]] = {
     "config": {

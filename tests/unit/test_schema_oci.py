@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hook.schema import Problem, SchemaError, hook_problems, load_document, validate_document
+from hook.install.schema import Problem, SchemaError, hook_problems, load_document, validate_document
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "oci-config"
 NO_PROCESS = Problem(

@@ -1,4 +1,4 @@
-"""Unit tests for hook.shim: runc's command line, the real runtime, the bundle edit and the shim process."""
+"""Unit tests for hook.stages.shim: runc's command line, the real runtime, the bundle edit and the shim process."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ from typing import Any
 import pytest
 from conftest import REPO, MakeBundle, MakeConfig, MakeEnvFile
 
-from hook.config import DEFAULT_HOOK_TIMEOUT
-from hook.errors import EnvFileError, ExecError, HookError
-from hook.launch import build_code
-from hook.paths import FIXED_PATH
-from hook.shim import (
+from hook.launcher import build_code
+from hook.pipeline.config import DEFAULT_HOOK_TIMEOUT
+from hook.stages.shim import (
     add_prestart_hook,
     build_hook_entry,
     format_log_line,
@@ -28,6 +26,8 @@ from hook.shim import (
     resolve_runtime,
     resolve_spec,
 )
+from hook.util.errors import EnvFileError, ExecError, HookError
+from hook.util.paths import FIXED_PATH
 
 HOOK: dict[str, object] = {
     "path": "/py",
@@ -559,7 +559,7 @@ def run_shim(
     runtime.write_text(FAKE_RUNTIME.format(out=out, bundle=bundle or tmp_path, status=status))
     runtime.chmod(0o755)
     proc = subprocess.run(
-        [sys.executable, *python_flags, "-I", "-m", "hook.shim", *args],
+        [sys.executable, *python_flags, "-I", "-m", "hook.stages.shim", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -741,8 +741,8 @@ def fake_exec(path, argv, env=None):
     print(" ".join(sorted(sys.modules)))
     sys.exit(0)
 os.execve = os.execv = posix.execve = posix.execv = fake_exec
-import hook.shim
-sys.exit(hook.shim.main(sys.argv[1:]))
+import hook.stages.shim
+sys.exit(hook.stages.shim.main(sys.argv[1:]))
 """
 
 
@@ -780,15 +780,15 @@ def test_shim_lean_imports(
         check=True,
     )
     modules = set(proc.stdout.split())
-    assert "hook.shim" in modules
+    assert "hook.stages.shim" in modules
     assert not modules & {
         "typing",
         "json",
         "tomllib",
         "dotenv",
-        "hook.config",
-        "hook.envfile",
-        "hook.request",
+        "hook.pipeline.config",
+        "hook.pipeline.envfile",
+        "hook.pipeline.request",
     }
 
 
@@ -825,7 +825,7 @@ def test_shim_refuses_a_runtime_that_is_itself(
     """A runtime that is a wrapper around the shim (exec'ing it or not) is refused on create before
     config.json is written, in one line; without the guard the shim would run itself forever."""
     wrapper = tmp_path / "looping-runtime"
-    wrapper.write_text(f'#!/bin/sh\n{call}{sys.executable} -I -m hook.shim "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\n{call}{sys.executable} -I -m hook.stages.shim "$@"\n')
     wrapper.chmod(0o755)
     env_dir = tmp_path / "nvidia-env"
     config = make_config(
@@ -835,7 +835,7 @@ def test_shim_refuses_a_runtime_that_is_itself(
     bundle = make_bundle([f"NVIDIA_ENV_FROM_FILE={path}"])
     before = (bundle / "config.json").read_bytes()
     proc = subprocess.run(
-        [sys.executable, "-I", "-m", "hook.shim", "create", "--bundle", str(bundle), "cid"],
+        [sys.executable, "-I", "-m", "hook.stages.shim", "create", "--bundle", str(bundle), "cid"],
         capture_output=True,
         text=True,
         env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},
@@ -854,11 +854,11 @@ def test_shim_passthrough_loop_stops(tmp_path: Path, make_config: MakeConfig, ca
     """A command with nothing to write (``state``) through a runtime that leads back to the shim stops at
     the second pass: one line, exit 1, no endless exec."""
     wrapper = tmp_path / "looping-runtime"
-    wrapper.write_text(f'#!/bin/sh\n{call}{sys.executable} -I -m hook.shim "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\n{call}{sys.executable} -I -m hook.stages.shim "$@"\n')
     wrapper.chmod(0o755)
     config = make_config(f'[gpu-env-runtime]\nruntime = "{wrapper}"\n')
     proc = subprocess.run(
-        [sys.executable, "-I", "-m", "hook.shim", "state", "cid"],
+        [sys.executable, "-I", "-m", "hook.stages.shim", "state", "cid"],
         capture_output=True,
         text=True,
         env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)},
@@ -872,7 +872,7 @@ def test_shim_passthrough_loop_stops(tmp_path: Path, make_config: MakeConfig, ca
 def test_shim_answers_the_probe(tmp_path: Path) -> None:
     """With the probe variable set the shim only answers (no config read, no runtime run)."""
     proc = subprocess.run(
-        [sys.executable, "-I", "-m", "hook.shim", "--version"],
+        [sys.executable, "-I", "-m", "hook.stages.shim", "--version"],
         capture_output=True,
         text=True,
         env={"GPU_ENV_RUNTIME_PROBE": "t0k", "NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "missing")},
@@ -889,7 +889,7 @@ def test_shim_runtime_gets_the_loop_guard(tmp_path: Path, shim_env: dict[str, st
     runtime.write_text(f'#!/bin/sh\necho "$$ $GPU_ENV_RUNTIME_PID" > {out}\n')
     runtime.chmod(0o755)
     proc = subprocess.run(
-        [sys.executable, "-I", "-m", "hook.shim", "state", "cid"],
+        [sys.executable, "-I", "-m", "hook.stages.shim", "state", "cid"],
         capture_output=True,
         text=True,
         env=shim_env,

@@ -14,20 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from hook.atomicwrite import STALE_AFTER_SECONDS, parse_temp_name, write_atomic
+from hook.util.atomicwrite import STALE_AFTER_SECONDS, parse_temp_name, write_atomic
 
 # A writer that stops inside write_atomic, its temp file written and locked, until a byte arrives on fd 0
 # (then it finishes); it says "ready" once it is there.
 _PAUSED_WRITER = """
 import os, posix, sys
-import hook.atomicwrite
+import hook.util.atomicwrite
 real_fsync = posix.fsync
 def paused_fsync(fd):
     print("ready", flush=True)
     os.read(0, 1)
     real_fsync(fd)
-posix.fsync = paused_fsync  # hook.atomicwrite calls posix.fsync (it does not import os)
-hook.atomicwrite.write_atomic(sys.argv[1], b"from the paused writer\\n")
+posix.fsync = paused_fsync  # hook.util.atomicwrite calls posix.fsync (it does not import os)
+hook.util.atomicwrite.write_atomic(sys.argv[1], b"from the paused writer\\n")
 """
 
 

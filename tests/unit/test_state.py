@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import HOOK, MakeBundle, MakeConfig
 
-from hook.errors import StateError
-from hook.state import load_state, parse_state
+from hook.pipeline.state import load_state, parse_state
+from hook.util.errors import StateError
 
 PREFIX = re.escape("could not decode container state: ")
 

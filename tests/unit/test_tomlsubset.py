@@ -1,4 +1,4 @@
-"""hook.tomlsubset never disagrees with tomllib: where it answers, tomllib gives the same document."""
+"""hook.util.tomlsubset never disagrees with tomllib: where it answers, tomllib gives the same document."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hook.tomlsubset import parse_toml_subset
+from hook.util.tomlsubset import parse_toml_subset
 
 NVIDIA_SHIPPED = """\
 #accept-nvidia-visible-devices-as-volume-mounts = false

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from hook.install import build_runtime_wrapper
-from hook.launch import literal
-from hook.shim import CREATE_COMMANDS, parse_runtime_args
+from hook.launcher import literal
+from hook.stages.shim import CREATE_COMMANDS, parse_runtime_args
 
 RECORDER = """#!/bin/sh
 # Records who ran: its role, argv (one per line), and the environment.

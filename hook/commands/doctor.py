@@ -1,0 +1,500 @@
+"""``doctor``: check a node (or a tree under ``--root``) and say, per check, what holds and what to do.
+
+Checks: the config parses; nvidia-container-cli is found; each env-file directory exists, is a real
+directory owned by root and not group- or world-writable (nor are its parents); for each engine found
+(podman, CRI-O, containerd, Docker) the hook or the shim is registered; each registered entry runs Python
+isolated (``-I``). Paths come from ``hook.util.paths``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from typing import Any, NamedTuple
+
+from hook.util import paths
+from hook.util.errors import HookError
+
+_BINARY_DIRS = tuple(paths.FIXED_PATH.split(":"))
+_PYTHON = re.compile(r"(^|/)python[0-9.]*$")
+_MAX_SCRIPT_BYTES = 64 * 1024
+
+
+class Check(NamedTuple):
+    """One line of the report: ``ok`` is True, False or None (not applicable)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+
+def run_checks(
+    *,
+    root: str,
+    config: str | None,
+    environ: dict[str, str] | os._Environ[str],
+    engine: str | None = None,
+) -> list[Check]:
+    """Run every check against the tree under ``root`` and return them in report order (``engine``: the
+    ``--engine`` option, whose pod annotations pins are checked against; else as the installed hook has
+    it: ``GPU_ENV_HOOK_ENGINE``, else the install record)."""
+    from hook.pipeline.configfile import installed_engines
+
+    installed = installed_engines(root)
+    settings, config_check = check_config(root, config, environ, engine)
+    checks = [config_check, check_installed(installed), check_cli(root, settings)]
+    checks += [check_env_directory(root, directory) for directory in settings.env_file.directories]
+    from hook.commands.cdidoctor import cdi_checks
+
+    checks += cdi_checks(root, settings)
+    registered: list[tuple[str, list[str]]] = []
+    finders = (("podman", _podman), ("crio", _crio), ("containerd", _containerd), ("docker", _docker))
+    for name, find in finders:
+        check, entry = find(root, name in installed)
+        checks.append(check)
+        if entry is not None:
+            registered.append(entry)
+    checks.append(check_containerd_imports(root))
+    seen: set[str] = set()
+    for path, args in registered:
+        if path not in seen:
+            seen.add(path)
+            checks.append(check_isolated(root, path, args))
+    checks.append(check_pod_binding(settings.env_file))
+    checks += coexistence_checks(root)
+    return checks
+
+
+def coexistence_checks(root: str) -> list[Check]:
+    """What else on the node changes what the hook does (``hook.install.coexist``): NVIDIA's hooks.d entry
+    beside ours, NVIDIA's runtime in a CDI mode under --as-nvidia-hook, hooks.d entries with a missing
+    executable, engines that have not loaded what install changed."""
+    from hook.install import coexist
+
+    findings = [
+        coexist.check_nvidia_hook_json(root),
+        coexist.check_nvidia_runtime_mode(root),
+        coexist.check_hooks_executables(root),
+        *coexist.check_engines_loaded(root),
+    ]
+    return [Check(*finding) for finding in findings]
+
+
+def under(root: str, path: str) -> str:
+    """Return ``path`` inside the tree ``root``."""
+    return path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
+
+
+# --- config, cli, directories ----------------------------------------------------------------------------
+
+
+def check_installed(installed: tuple[str, ...]) -> Check:
+    """The engines gpu-env-hook is installed for on this node (their install records)."""
+    where = os.path.dirname(paths.install_record("podman"))
+    if not installed:
+        return Check("installed for", ok=None, detail=f"no engine (no install record in {where})")
+    return Check("installed for", ok=True, detail=f"{', '.join(installed)} (install records in {where})")
+
+
+def check_config(
+    root: str, config: str | None, environ: dict[str, str] | os._Environ[str], engine: str | None = None
+) -> tuple[Any, Check]:
+    """Parse config.toml as the hook finds it (defaults when it fails, so the other checks still run), with
+    the pod-binding engine the installed hook has."""
+    from hook.pipeline.config import parse_config
+    from hook.pipeline.configfile import find_config_path, load_config_text, resolve_node_engine
+
+    path, required = find_config_path(config, environ)
+    if config is None:
+        path = under(root, path)
+    try:
+        text = load_config_text(path, required=required)
+        node_engine = resolve_node_engine(engine, environ, root)
+        settings = parse_config(text, source=path if text is not None else None, engine=node_engine)
+    except HookError as err:
+        return parse_config(None), Check(
+            "config", ok=False, detail=str(err), fix="fix the file (gpu-env-hook validate config-toml)"
+        )
+    detail = f"{path} parses" if text is not None else f"{path} absent: defaults apply"
+    return settings, Check("config", ok=True, detail=detail)
+
+
+def check_pod_binding(env_file: Any) -> Check:
+    """Which engine's annotations a pod pin is checked against (``[env-file] pod-binding-engine``, else
+    ``GPU_ENV_HOOK_ENGINE`` as doctor sees it), and whether env files can pass at all."""
+    name = "pod binding"
+    engine = env_file.pod_binding_engine
+    from hook.pipeline import pod
+
+    keys = pod.ENGINE_KEYS.get(engine)
+    if keys is not None:
+        return Check(name, ok=True, detail=f"{engine}: pins checked against {', '.join(keys.values())}")
+    fix = (
+        'set [env-file] pod-binding-engine = "containerd" or "crio" on a Kubernetes node '
+        "(install --engine sets GPU_ENV_HOOK_ENGINE for the hook)"
+    )
+    why = "no engine set" if engine == "none" else f"{engine}'s annotations are chosen by the user"
+    if env_file.require_pod_binding:
+        detail = f"{engine} ({why}): every env file is refused, as require-pod-binding is on"
+        return Check(name, ok=False, detail=detail, fix=fix)
+    return Check(name, ok=None, detail=f"{engine} ({why}): pinned env files are refused", fix=fix)
+
+
+def check_cli(root: str, settings: Any) -> Check:
+    """Find nvidia-container-cli as the hook does (configured path, else the standard directories)."""
+    from hook.pipeline.nvcli import CLI_NAME, SEARCH_DIRS
+
+    fix = "install libnvidia-container-tools or set [nvidia-container-cli] path"
+    if settings.cli.path:
+        candidates = [settings.cli.path]
+    else:
+        prefixes = [settings.cli.root] if settings.cli.root not in ("", "/") else []
+        candidates = [os.path.join(p + d, CLI_NAME) for p in [*prefixes, ""] for d in SEARCH_DIRS]
+    for candidate in candidates:
+        if _is_executable(under(root, candidate)):
+            return Check("nvidia-container-cli", ok=True, detail=candidate)
+    return Check(
+        "nvidia-container-cli", ok=False, detail=f"not found ({', '.join(candidates[:2])}...)", fix=fix
+    )
+
+
+def check_env_directory(root: str, directory: str) -> Check:
+    """The env-file directory: exists, a real directory, root-owned, not group/world-writable, parents too."""
+    name = f"env dir {directory}"
+    fix = f"mkdir -p {directory} && chown root:root {directory} && chmod 0755 {directory}"
+    path = under(root, directory)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return Check(name, ok=False, detail="does not exist", fix=fix)
+    except OSError as err:
+        return Check(name, ok=False, detail=f"cannot stat: {err.strerror}", fix=fix)
+    if not stat.S_ISDIR(info.st_mode):
+        return Check(name, ok=False, detail="is not a directory (a symlink is not accepted)", fix=fix)
+    problem = _unsafe(info)
+    if problem:
+        return Check(name, ok=False, detail=problem, fix=fix)
+    parent = os.path.dirname(path)
+    top = os.path.abspath(root) if root not in ("", "/") else "/"
+    while parent.startswith(top) and parent != os.path.dirname(parent):
+        info = os.stat(parent)
+        problem = _unsafe(info, sticky_ok=True)
+        if problem:
+            return Check(name, ok=False, detail=f"parent {parent} {problem}", fix=f"chmod go-w {parent}")
+        if parent == top:
+            break
+        parent = os.path.dirname(parent)
+    return Check(name, ok=True, detail=f"root-owned, mode {stat.S_IMODE(os.stat(path).st_mode):04o}")
+
+
+def _unsafe(info: os.stat_result, *, sticky_ok: bool = False) -> str:
+    """Say what is unsafe about a directory's owner or mode ('' when nothing): install's rule."""
+    from hook.install.common import unsafe_directory
+
+    return unsafe_directory(info, sticky_ok=sticky_ok)
+
+
+# --- engines ---------------------------------------------------------------------------------------------
+
+
+def _find_binary(root: str, name: str) -> str | None:
+    """Return the engine binary's path in the fixed PATH under ``root``, or None."""
+    for directory in _BINARY_DIRS:
+        candidate = os.path.join(directory, name)
+        if _is_executable(under(root, candidate)):
+            return candidate
+    return None
+
+
+def _hook_json(root: str) -> tuple[str, dict[str, Any]] | None:
+    """Return the first valid oci-hooks.d file of ours and its document, or None."""
+    for directory in paths.OCI_HOOKS_DIRS:
+        path = os.path.join(directory, paths.HOOK_JSON_NAME)
+        try:
+            with open(under(root, path), "rb") as fh:
+                document = json.loads(fh.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(document, dict):
+            return path, document
+    return None
+
+
+def _not_ours(name: str, binary: str) -> tuple[Check, None]:
+    """An engine on the node that gpu-env-hook is not installed for (no install record, nothing of ours
+    registered): not applicable, not a failure."""
+    engine = name.lower().replace("-", "")
+    detail = f"{binary} found; gpu-env-hook is not installed for it (gpu-env-hook install --engine {engine})"
+    return Check(name, ok=None, detail=detail), None
+
+
+def _find_engine(root: str, binary_name: str, installed: bool) -> str | None:
+    """The engine's binary on the node, else (installed for it under --root) its bare name, else None."""
+    return _find_binary(root, binary_name) or (binary_name if installed else None)
+
+
+def _hooks_dir_check(
+    root: str, engine: str, binary: str, installed: bool
+) -> tuple[Check, tuple[str, list[str]] | None]:
+    """Check that our oci-hooks.d file is present, valid, and names an executable."""
+    from hook.install.schema import validate_document
+
+    found = _hook_json(root)
+    fix = f"gpu-env-hook install --engine {engine.lower().replace('-', '')}"
+    if found is None:
+        if not installed:
+            return _not_ours(engine, binary)
+        where = " or ".join(paths.OCI_HOOKS_DIRS)
+        return Check(
+            engine, ok=False, detail=f"{binary} found, no {paths.HOOK_JSON_NAME} in {where}", fix=fix
+        ), None
+    path, document = found
+    problems = validate_document(document, "hooks-json")
+    if problems:
+        return Check(engine, ok=False, detail=f"{path}: {problems[0]}", fix=fix), None
+    hook_path = document["hook"]["path"]
+    if not _is_executable(under(root, hook_path)):
+        return Check(
+            engine, ok=False, detail=f"{path} names {hook_path}, which is not executable", fix=fix
+        ), None
+    args = [str(arg) for arg in document["hook"].get("args", [])]
+    return Check(engine, ok=True, detail=f"hook registered in {path}"), (hook_path, args)
+
+
+def _podman(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
+    """podman: our oci-hooks.d file."""
+    binary = _find_engine(root, "podman", installed)
+    if binary is None:
+        return Check("podman", ok=None, detail="not installed"), None
+    return _hooks_dir_check(root, "podman", binary, installed)
+
+
+def _crio(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
+    """CRI-O: our oci-hooks.d file, or a crio.conf.d drop-in naming the shim."""
+    binary = _find_engine(root, "crio", installed)
+    if binary is None:
+        return Check("CRI-O", ok=None, detail="not installed"), None
+    dropin = os.path.join(paths.CRIO_DROPIN_DIR, paths.CRIO_DROPIN_NAME)
+    wrapper = paths.runtime_wrapper("crio")
+    if wrapper in _read_text(under(root, dropin)):
+        return Check("CRI-O", ok=True, detail=f"runtime registered in {dropin}"), (wrapper, [])
+    return _hooks_dir_check(root, "CRI-O", binary, installed)
+
+
+def _containerd(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
+    """containerd: which definition of the runtime handler takes effect in the config containerd runs with
+    (the main config plus its imports, merged as containerd merges them), and that it runs our wrapper."""
+    from hook.install.common import InstallError
+    from hook.install.containerd import find_handler, load_chain
+
+    binary = _find_engine(root, "containerd", installed)
+    if binary is None:
+        return Check("containerd", ok=None, detail="not installed"), None
+    wrapper = paths.runtime_wrapper("containerd")
+    fix = "gpu-env-hook install --engine containerd, then restart containerd"
+    try:
+        with open(under(root, paths.CONTAINERD_CONFIG), "rb") as fh:
+            data = fh.read()
+        found = find_handler(load_chain(root, paths.CONTAINERD_CONFIG, data, keep_blocks=True))
+    except FileNotFoundError:
+        if not installed:
+            return _not_ours("containerd", binary)
+        return Check(
+            "containerd", ok=False, detail=f"{binary} found, {wrapper} not registered", fix=fix
+        ), None
+    except OSError as err:
+        detail = f"cannot read {paths.CONTAINERD_CONFIG}: {err.strerror}"
+        return Check("containerd", ok=False, detail=detail, fix=fix), None
+    except InstallError as err:
+        return Check("containerd", ok=False, detail=str(err), fix=f"fix {paths.CONTAINERD_CONFIG}"), None
+    handler = paths.RUNTIME_HANDLER
+    if found.in_effect is None and not found.defined_in and not installed:
+        return _not_ours("containerd", binary)
+    if found.in_effect is None:
+        detail = f"{binary} found, {wrapper} not registered"
+        if found.defined_in:
+            detail = (
+                f"runtime handler {handler} in {', '.join(found.defined_in)} does not take effect: a later "
+                "file's CRI table replaces it (containerd 1.x uses only the last one)"
+            )
+        return Check("containerd", ok=False, detail=detail, fix=fix), None
+    if found.binary != wrapper:
+        detail = (
+            f"runtime handler {handler} takes effect from {found.in_effect}, but runs {found.binary!r}, "
+            f"not {wrapper}"
+        )
+        return Check("containerd", ok=False, detail=detail, fix=fix), None
+    kind = (
+        "the marked block in the main config" if found.in_effect == paths.CONTAINERD_CONFIG else "a drop-in"
+    )
+    detail = f"runtime handler {handler} takes effect from {found.in_effect} ({kind})"
+    overridden = [path for path in found.defined_in if path != found.in_effect]
+    if overridden:
+        detail += f"; also defined in {', '.join(overridden)} (overridden)"
+    return Check("containerd", ok=True, detail=detail), (wrapper, [])
+
+
+def containerd_loaded_files(root: str, binary: str | None) -> tuple[list[str] | None, str]:
+    """Return the config files containerd loads (main config first) and how that was learnt: from
+    ``containerd config dump`` when containerd is installed on this node (root ``/``), else by reading the
+    main config's ``imports`` as containerd does. None (with the reason) when the configs cannot be read."""
+    if root in ("", "/") and binary is not None:
+        loaded = _dump_imports(binary)
+        if loaded is not None:
+            return loaded, "containerd config dump"
+    from hook.install.common import InstallError
+    from hook.install.containerd import load_chain
+
+    try:
+        with open(under(root, paths.CONTAINERD_CONFIG), "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return [], f"no {paths.CONTAINERD_CONFIG}"
+    except OSError as err:
+        return None, f"cannot read {paths.CONTAINERD_CONFIG}: {err.strerror}"
+    try:
+        chain = load_chain(root, paths.CONTAINERD_CONFIG, data)
+    except InstallError as err:
+        return None, str(err)
+    return [config.path for config in chain], f"the imports of {paths.CONTAINERD_CONFIG}"
+
+
+def _dump_imports(binary: str) -> list[str] | None:
+    """The files ``containerd config dump`` says it loaded (main config first), or None when it fails."""
+    import subprocess
+    import tomllib
+
+    try:
+        proc = subprocess.run(
+            [binary, "config", "dump"],
+            env={"PATH": paths.FIXED_PATH},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+        imports = tomllib.loads(proc.stdout.decode("utf-8")).get("imports") if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if not isinstance(imports, list):
+        return None
+    import glob
+
+    # containerd 1.x lists the files it loaded; 2.x lists the imports as written (a glob stays a glob).
+    loaded = []
+    for path in imports:
+        if isinstance(path, str):
+            loaded += sorted(glob.glob(path)) if "*" in path else [path]
+    return sorted(loaded, key=lambda path: path != paths.CONTAINERD_CONFIG)
+
+
+def check_containerd_imports(root: str) -> Check:
+    """A containerd drop-in (``/etc/containerd/conf.d/*.toml``) that no ``imports`` line loads is dead: the
+    handler or settings in it never reach containerd."""
+    name = "containerd drop-ins"
+    directory = paths.CONTAINERD_DROPIN_DIR
+    try:
+        names = sorted(entry for entry in os.listdir(under(root, directory)) if entry.endswith(".toml"))
+    except OSError:
+        names = []
+    if not names:
+        return Check(name, ok=None, detail=f"none in {directory}")
+    loaded, source = containerd_loaded_files(root, _find_binary(root, "containerd"))
+    if loaded is None:
+        return Check(name, ok=False, detail=source, fix=f"fix {paths.CONTAINERD_CONFIG}")
+    dead = [os.path.join(directory, entry) for entry in names if os.path.join(directory, entry) not in loaded]
+    if dead:
+        return Check(
+            name,
+            ok=False,
+            detail=f"{', '.join(dead)}: no imports line loads it (per {source})",
+            fix=f'add imports = ["{directory}/*.toml"] to {paths.CONTAINERD_CONFIG} and restart containerd, '
+            "or remove the file",
+        )
+    return Check(name, ok=True, detail=f"every file in {directory} is loaded (per {source})")
+
+
+def _docker(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]] | None]:
+    """Docker: a ``runtimes`` entry in daemon.json naming the shim, or ours installed as NVIDIA's hook."""
+    binary = _find_engine(root, "dockerd", installed)
+    if binary is None:
+        return Check("Docker", ok=None, detail="not installed"), None
+    try:
+        daemon = json.loads(_read_text(under(root, paths.DOCKER_DAEMON_JSON)) or "{}")
+    except ValueError:
+        daemon = {}
+    runtimes = daemon.get("runtimes") if isinstance(daemon, dict) else None
+    wrapper = paths.runtime_wrapper("docker")
+    if isinstance(runtimes, dict):
+        for name, entry in runtimes.items():
+            if isinstance(entry, dict) and entry.get("path") == wrapper:
+                detail = f"runtime {name!r} in {paths.DOCKER_DAEMON_JSON}"
+                return Check("Docker", ok=True, detail=detail), (wrapper, [])
+    if _is_executable(under(root, paths.NVIDIA_HOOK_ALIAS)):
+        detail = f"installed as {paths.NVIDIA_HOOK_ALIAS}"
+        return Check("Docker", ok=True, detail=detail), (paths.NVIDIA_HOOK_ALIAS, [])
+    if not installed:
+        return _not_ours("Docker", binary)
+    return (
+        Check(
+            "Docker",
+            ok=False,
+            detail=f"{binary} found, no runtime in {paths.DOCKER_DAEMON_JSON} names {wrapper}",
+            fix="gpu-env-hook install --engine docker, then restart dockerd",
+        ),
+        None,
+    )
+
+
+# --- isolation -------------------------------------------------------------------------------------------
+
+
+def check_isolated(root: str, path: str, args: list[str]) -> Check:
+    """A registered entry must start Python with ``-I`` (no PYTHONPATH, no user site, no cwd on sys.path)."""
+    name = f"isolated {path}"
+    fix = "reinstall: gpu-env-hook install (its wrappers run python -I)"
+    if _PYTHON.search(path):
+        ok = "-I" in args or any(_has_isolate_flag(arg) for arg in args[1:2])
+        detail = "python started with -I" if ok else "python started without -I in the entry's args"
+        return Check(name, ok=ok, detail=detail, fix=fix)
+    text = _read_text(under(root, path))
+    if not text:
+        return Check(name, ok=False, detail="cannot read the wrapper (binary or missing)", fix=fix)
+    # Lines that start Python: not comments, and not the runtime wrapper's `python=...` assignment or its
+    # checks and message about that interpreter (`if [ ! -x "$python" ]`, `echo ...`).
+    python_lines = [
+        line
+        for line in text.splitlines()
+        if "python" in line and not line.lstrip().startswith(("# ", "python=", "if ", "echo "))
+    ]
+    if not python_lines:
+        return Check(name, ok=False, detail="the wrapper does not start Python visibly", fix=fix)
+    bad = [line for line in python_lines if not any(_has_isolate_flag(token) for token in line.split())]
+    if bad:
+        return Check(name, ok=False, detail="the wrapper starts Python without -I", fix=fix)
+    return Check(name, ok=True, detail="the wrapper starts Python with -I")
+
+
+def _has_isolate_flag(token: str) -> bool:
+    """Tell whether a command-line token is ``-I`` or a short-flag cluster holding it (``-IB``)."""
+    return token.startswith("-") and not token.startswith("--") and "I" in token[1:] and token[1:].isalpha()
+
+
+def _is_executable(path: str) -> bool:
+    """Tell whether ``path`` is an executable regular file (following symlinks)."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _read_text(path: str) -> str:
+    """Read a small text file; '' when missing, unreadable, binary or too large."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_SCRIPT_BYTES + 1)
+    except OSError:
+        return ""
+    if len(data) > _MAX_SCRIPT_BYTES or b"\0" in data:
+        return ""
+    return data.decode("utf-8", errors="replace")

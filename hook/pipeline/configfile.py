@@ -1,0 +1,149 @@
+"""config.toml's location and text: found the way upstream finds it, read without parsing TOML.
+
+Kept apart from ``hook.pipeline.config`` (defaults, TOML parsing, typed settings) so that a stage can locate
+and read the file, and tell whether it could matter, without importing ``typing`` or ``tomllib``.
+"""
+
+from __future__ import annotations
+
+from hook.util import envvars, paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
+
+    from hook.pipeline.config import Settings
+    from hook.util.errors import ConfigError
+
+SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+CONFIG_ERROR_PREFIX = "error getting hook config: failed to load config: "
+_PREFIX = CONFIG_ERROR_PREFIX
+# Words that, outside a comment line, may change which variables select GPUs or name the env file (a TOML
+# escape can spell any key): without one, the hot path need not parse the file to know.
+SELECTION_MARKERS = ("swarm-resource", "variable", "\\")
+# The engines install knows (each has its install record, hook.util.paths.install_record), and those of them
+# whose pods are Kubernetes pods.
+INSTALL_ENGINES = ("podman", "crio", "containerd", "docker")
+KUBERNETES_ENGINES = ("containerd", "crio")
+# `[nvidia-container-runtime] runtimes` when the file does not set it (default_settings uses this): here so
+# that the runtime shim, which needs only this key, can start without importing hook.pipeline.config.
+DEFAULT_RUNTIMES = ("runc", "crun")
+
+
+def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str]) -> tuple[str, bool]:
+    """Return the config path upstream would use and whether it is required to exist."""
+    if flag:
+        return flag, True
+    explicit = environ.get(envvars.NVIDIA_CTK_CONFIG_FILE_PATH, "")
+    if explicit:
+        return explicit, True
+    xdg = environ.get(envvars.XDG_CONFIG_HOME, "")
+    if xdg:
+        return paths.join(xdg, "nvidia-container-runtime", "config.toml"), False
+    return SYSTEM_CONFIG, False
+
+
+def installed_engines(root: str = "/") -> tuple[str, ...]:
+    """Return the engines ``install`` recorded on the node whose ``/`` is ``root`` (their install record is
+    there), in the order install knows them."""
+    import os
+
+    found = []
+    for engine in INSTALL_ENGINES:
+        record = paths.install_record(engine)
+        if os.path.isfile(record if root in ("", "/") else paths.join(root, record.lstrip("/"))):
+            found.append(engine)
+    return tuple(found)
+
+
+def resolve_node_engine(
+    engine: str | None, environ: dict[str, str] | os._Environ[str], root: str = "/"
+) -> str | None:
+    """Return the engine the installed hook runs for, as the commands for people take it: ``engine`` (their
+    ``--engine``), else ``GPU_ENV_HOOK_ENGINE`` (what the installed wrappers set), else the engine whose
+    install record is on the node — of several, the one Kubernetes engine (containerd or CRI-O) among them.
+    None when that does not decide (no install, or several alike)."""
+    chosen = engine or environ.get(envvars.GPU_ENV_HOOK_ENGINE)
+    if chosen:
+        return chosen
+    installed = installed_engines(root)
+    kubernetes = [name for name in installed if name in KUBERNETES_ENGINES]
+    if len(installed) == 1:
+        return installed[0]
+    return kubernetes[0] if len(kubernetes) == 1 else None
+
+
+def load_node_settings(
+    config: str | None, environ: dict[str, str] | os._Environ[str], *, engine: str | None = None
+) -> Settings:
+    """Find, read and parse config.toml as the installed hook does, with the pod-binding engine it has
+    (``resolve_node_engine``): what the commands for people and ``check_env_file`` check against."""
+    from hook.pipeline.config import parse_config
+
+    path, required = find_config_path(config, environ)
+    text = load_config_text(path, required=required)
+    node_engine = resolve_node_engine(engine, environ)
+    return parse_config(text, source=path if text is not None else None, engine=node_engine)
+
+
+def config_mentions(text: str | None, markers: tuple[str, ...] = SELECTION_MARKERS) -> bool:
+    """Tell whether a line of config.toml that is not a comment mentions one of ``markers`` (pure, no TOML).
+
+    With the default markers: whether the file could change which variables name GPUs or the env file.
+    """
+    if text is None:
+        return False
+    return any(
+        not line.lstrip().startswith("#") and any(marker in line for marker in markers)
+        for line in text.splitlines()
+    )
+
+
+def config_may_select(text: str | None) -> bool:
+    """Tell whether config.toml could change which variables name GPUs or the env file (then parse it).
+
+    True when a non-comment line mentions swarm-resource, ``variable`` or a TOML escape and the file is not
+    in the plain subset; for a plain file (``hook.util.tomlsubset``, no tomllib) only a non-empty
+    ``swarm-resource`` or an ``[env-file] variable`` other than the default counts — so the file
+    ``gpu-env-hook config default`` writes does not make every container parse it. A value of the wrong
+    type counts too, so that parsing reports it.
+    """
+    if not config_mentions(text):
+        return False
+    from hook.util.tomlsubset import parse_toml_subset
+
+    assert text is not None  # noqa: S101 - config_mentions is False for None
+    document = parse_toml_subset(text)
+    if document is None:
+        return True
+    env_file = document.get("env-file")
+    variable = env_file.get("variable", envvars.NVIDIA_ENV_FROM_FILE) if isinstance(env_file, dict) else None
+    return document.get("swarm-resource", "") != "" or (
+        env_file is not None and variable != envvars.NVIDIA_ENV_FROM_FILE
+    )
+
+
+def load_config_text(path: str, *, required: bool) -> str | None:
+    """Read the config file's text; ``None`` when an optional file does not exist."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        if required:
+            raise config_error(
+                f"{_PREFIX}couldn't open required configuration file {path}: file does not exist"
+            ) from None
+        return None
+    except OSError as err:
+        raise config_error(f"{_PREFIX}couldn't open configuration file {path}: {err.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise config_error(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
+
+
+def config_error(message: str) -> ConfigError:
+    """A ConfigError: its class is loaded only when the file is refused (``hook.util.errors`` says why)."""
+    from hook.util.errors import ConfigError
+
+    return ConfigError(message)

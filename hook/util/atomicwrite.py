@@ -1,0 +1,163 @@
+"""Writing a file so that a reader sees the old or the new one, never a mix; and the temp files a killed
+writer left behind.
+
+config.json (the hook, the shim, precreate), env files (the producer) and CDI specs are all replaced the
+same way: a temp file beside the target, locked while it lives, fsync'd, renamed over the target, then the
+directory fsync'd (config.json without the two fsyncs: see ``hook.pipeline.bundle.write_spec``). Kept apart
+from ``hook.pipeline.bundle`` so that reading a spec (every container) does not load the writing code (only a
+container whose spec is rewritten does).
+"""
+
+import posix
+
+from hook.util import paths
+
+
+def write_atomic(
+    path: str,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    owner: tuple[int, int] | None = None,
+    durable: bool = True,
+) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a mix.
+
+    The mode is kept from the file replaced (or ``mode``, else 0o644); ``owner`` is a (uid, gid) to give
+    the file before it appears; the temp file goes on failure. The temp file is locked (``lockf``) from
+    just after its creation until it is renamed, which tells a later writer that it is live; the temp
+    files a killed writer left for this same path are removed first (``remove_stale_temps``). ``durable``
+    (the default) fsyncs the file before the rename and the directory after it, so that the new file also
+    survives a crash of the node; a reader never sees a mix either way.
+    """
+    directory = paths.dirname(path) or "."
+    name = paths.basename(path)
+    remove_stale_temps(directory, name)
+    if mode is None:
+        try:
+            mode = posix.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    tmp = paths.join(directory, f".{name}.{posix.getpid()}.{posix.urandom(4).hex()}{TEMP_SUFFIX}")
+    fd = posix.open(
+        tmp, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC | posix.O_NOFOLLOW, 0o600
+    )
+    try:
+        try:
+            _lock(fd)
+            if owner is not None:
+                posix.fchown(fd, *owner)
+            posix.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[posix.write(fd, view) :]
+            if durable:
+                posix.fsync(fd)
+            posix.replace(tmp, path)
+        finally:
+            posix.close(fd)  # releases the lock, after the rename
+    except BaseException:
+        import contextlib  # only on failure: contextlib pulls in collections and functools (~5 ms)
+
+        with contextlib.suppress(FileNotFoundError):
+            posix.unlink(tmp)
+        raise
+    if not durable:
+        return
+    dir_fd = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
+    try:
+        posix.fsync(dir_fd)
+    finally:
+        posix.close(dir_fd)
+
+
+# --- temp files a killed writer left behind ---------------------------------------------------------------
+
+TEMP_SUFFIX = ".tmp"
+# A temp file whose writer's pid is alive here is kept this long even when unlocked (the instant between
+# its creation and its lock, or a writer on a file system without locks).
+STALE_AFTER_SECONDS = 600
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def parse_temp_name(entry: str, name: str) -> int | None:
+    """Return the writer's pid if ``entry`` is exactly ``.<name>.<pid>.<8 hex digits>.tmp``, else None."""
+    prefix = f".{name}."
+    if not (entry.startswith(prefix) and entry.endswith(TEMP_SUFFIX)):
+        return None
+    pid_text, dot, hex_text = entry[len(prefix) : -len(TEMP_SUFFIX)].partition(".")
+    if not (dot and pid_text.isascii() and pid_text.isdigit() and not pid_text.startswith("0")):
+        return None
+    if len(hex_text) != 8 or not _HEX_DIGITS.issuperset(hex_text):
+        return None
+    return int(pid_text)
+
+
+def remove_stale_temps(directory: str, name: str) -> None:
+    """Remove this path's temp files that no live writer holds; never a name of another shape.
+
+    A temp file goes only if its name is exactly ours for ``name``, nobody holds its lock (a writer holds
+    it from creation to rename; the kernel drops it when the writer dies), and its pid is not alive here
+    or it is older than ``STALE_AFTER_SECONDS``. Best effort: a failure here never stops the write.
+    """
+    try:
+        entries = posix.listdir(directory)
+    except OSError:
+        return
+    candidates = [(entry, pid) for entry in entries if (pid := parse_temp_name(entry, name)) is not None]
+    if not candidates:
+        return
+    try:
+        dir_fd = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for entry, pid in candidates:
+            _remove_if_stale(dir_fd, entry, pid)
+    finally:
+        posix.close(dir_fd)
+
+
+def _remove_if_stale(dir_fd: int, entry: str, pid: int) -> None:
+    """Unlink ``entry`` if it is a regular file whose lock is free and whose writer is gone."""
+    flags = posix.O_WRONLY | posix.O_NOFOLLOW | posix.O_NONBLOCK | posix.O_CLOEXEC | posix.O_NOCTTY
+    try:
+        fd = posix.open(entry, flags, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        info = posix.fstat(fd)
+        if info.st_mode & 0o170000 != 0o100000:  # not a regular file (stat.S_ISREG)
+            return
+        try:
+            posix.lockf(fd, posix.F_TLOCK, 0)
+        except OSError:
+            return  # a live writer holds it
+        import time
+
+        if _pid_alive(pid) and time.time() - info.st_mtime < STALE_AFTER_SECONDS:
+            return
+        posix.unlink(entry, dir_fd=dir_fd)
+    except OSError:
+        return
+    finally:
+        posix.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Tell whether a process with this pid exists in our pid namespace."""
+    try:
+        posix.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True
+
+
+def _lock(fd: int) -> None:
+    """Lock the temp file for as long as it is open; a file system without locks only loses the hint."""
+    try:  # noqa: SIM105 - contextlib costs ~5 ms on the hook's path
+        posix.lockf(fd, posix.F_TLOCK, 0)
+    except OSError:
+        pass
