@@ -46,6 +46,7 @@ MODULES = (
     "hook.pipeline.handoff",
     "hook.util.jsontext",
     "hook.launcher",
+    "hook.nri.backstop",
     "hook.util.log",
     "hook.pipeline.mode",
     "hook.pipeline.nvcli",

@@ -274,11 +274,11 @@ PINNED = {
     # unless it names the env-file variable; a handled container (the variable set empty) passes.
     "backstop-plain": ENTRY
     | SPEC
-    | {"hook.__main__", "hook.state", "hook.specenv", "hook.nri", "hook.nri.backstop"},
+    | {"hook.__main__", "hook.pipeline.state", "hook.pipeline.specenv", "hook.nri", "hook.nri.backstop"},
     "backstop-handled": ENTRY
     | SPEC
     | SETTINGS
-    | {"hook.__main__", "hook.state", "hook.specenv", "hook.nri", "hook.nri.backstop"},
+    | {"hook.__main__", "hook.pipeline.state", "hook.pipeline.specenv", "hook.nri", "hook.nri.backstop"},
 }
 ENV_FILE_CASES = ("env-file", "precreate", "shim-create", "producer-write", "producer-check")
 NO_EXEC_CASES = (

@@ -181,7 +181,7 @@ def _apply_device_node(spec: dict[str, Any], node: dict[str, Any]) -> None:
 
 def _apply_mounts(spec: dict[str, Any], mounts: list[dict[str, Any]]) -> None:
     """Add each mount (replacing the first at its container path), then sort them all by depth."""
-    from hook.pipeline.devices import go_clean
+    from hook.util.paths import go_clean
 
     existing = _array(spec, "mounts", "")
     userns = _has_user_namespace(spec)

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import os
 
+from hook.install.coexist import Finding, under
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-    from hook.commands.doctor import Check
 
 CDI_MODES = ("cdi", "jit-cdi")
 NVIDIA_KIND = "nvidia.com/gpu"
 REGENERATE = "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml (or enable nvidia-cdi-refresh)"
 
 
-def cdi_checks(root: str, settings: Any) -> list[Check]:
+def cdi_checks(root: str, settings: Any) -> list[Finding]:
     """The CDI lines of doctor's report, in order."""
     runtime = nvidia_runtime_installed(root)
     return [
@@ -37,7 +37,6 @@ def cdi_checks(root: str, settings: Any) -> list[Check]:
 
 def nvidia_runtime_installed(root: str) -> bool:
     """Tell whether ``nvidia-container-runtime`` is an executable on the fixed PATH under ``root``."""
-    from hook.commands.doctor import under
     from hook.util.paths import FIXED_PATH
 
     return any(
@@ -46,11 +45,9 @@ def nvidia_runtime_installed(root: str) -> bool:
     )
 
 
-def check_nvidia_runtime_mode(settings: Any, *, runtime_installed: bool = True) -> Check:
+def check_nvidia_runtime_mode(settings: Any, *, runtime_installed: bool = True) -> Finding:
     """NVIDIA's ``[nvidia-container-runtime] mode`` and whether our ``[gpu-env] device-mode`` fits it (a
     mismatch fails only where NVIDIA's runtime is installed: elsewhere its mode acts on nothing)."""
-    from hook.commands.doctor import Check
-
     mode, ours = settings.mode, settings.device_mode
     meaning = {
         "auto": "jit-cdi with toolkit 1.18 and later, legacy before",
@@ -61,19 +58,18 @@ def check_nvidia_runtime_mode(settings: Any, *, runtime_installed: bool = True) 
     }.get(mode, "unknown mode")
     detail = f"NVIDIA runtime mode {mode} ({meaning}); ours device-mode {ours}"
     if mode in CDI_MODES and ours == "legacy" and runtime_installed:
-        return Check(
+        return Finding(
             "device mode",
             ok=False,
             detail=detail,
             fix='set [gpu-env] device-mode = "cdi": NVIDIA\'s runtime ignores the legacy hook in this mode',
         )
-    return Check("device mode", ok=True if ours == "cdi" or mode == "legacy" else None, detail=detail)
+    return Finding("device mode", ok=True if ours == "cdi" or mode == "legacy" else None, detail=detail)
 
 
-def check_nvidia_spec(root: str, settings: Any) -> Check:
+def check_nvidia_spec(root: str, settings: Any) -> Finding:
     """NVIDIA's spec (kind ``nvidia.com/gpu``) in the spec directories: present, valid, current."""
     from hook.cdi.registry import load_registry
-    from hook.commands.doctor import Check, under
 
     name = "NVIDIA CDI spec"
     needed = settings.device_mode == "cdi"
@@ -83,38 +79,37 @@ def check_nvidia_spec(root: str, settings: Any) -> Check:
     broken = [path for path in registry.errors if os.path.basename(path).startswith("nvidia")]
     if broken:
         first = registry.errors[broken[0]][0]
-        return Check(name, ok=False, detail=first, fix=REGENERATE)
+        return Finding(name, ok=False, detail=first, fix=REGENERATE)
     if not specs:
         detail = f"no spec of kind {NVIDIA_KIND} in {', '.join(dirs)}"
-        return Check(name, ok=False if needed else None, detail=detail, fix=REGENERATE)
+        return Finding(name, ok=False if needed else None, detail=detail, fix=REGENERATE)
     spec = specs[-1]
     missing = [path for path in host_paths(spec.document) if not os.path.lexists(under(root, path))]
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         detail = f"{spec.path} is stale: {missing[0]}{more} no longer exist(s)"
-        return Check(name, ok=False, detail=detail, fix=REGENERATE)
+        return Finding(name, ok=False, detail=detail, fix=REGENERATE)
     devices = sorted(n for n in registry.devices if n.startswith(NVIDIA_KIND + "="))
     conflicts = sorted(n for n in registry.conflicts if n.startswith(NVIDIA_KIND + "="))
     if conflicts:
-        return Check(
+        return Finding(
             name, ok=False, detail=f"conflicting {', '.join(conflicts)}", fix="keep one spec per kind"
         )
     detail = f"{spec.path}: cdiVersion {spec.document.get('cdiVersion')}, {len(devices)} devices, current"
-    return Check(name, ok=True, detail=detail)
+    return Finding(name, ok=True, detail=detail)
 
 
-def check_skipped_specs(root: str, settings: Any) -> Check:
+def check_skipped_specs(root: str, settings: Any) -> Finding:
     """Spec files (or directories) the shim skips: unreadable, undecodable, invalid or untrusted (not root's,
     or group/world-writable: a spec's hooks run as root)."""
     from hook.cdi.registry import load_registry
-    from hook.commands.doctor import Check, under
 
     registry = load_registry(tuple(under(root, directory) for directory in settings.cdi.spec_dirs))
     if not registry.skipped:
-        return Check("skipped CDI specs", ok=True if registry.specs else None, detail="none")
+        return Finding("skipped CDI specs", ok=True if registry.specs else None, detail="none")
     first = registry.errors[registry.skipped[0]][0]
     more = f" (and {len(registry.skipped) - 1} more)" if len(registry.skipped) > 1 else ""
-    return Check(
+    return Finding(
         "skipped CDI specs",
         ok=False,
         detail=f"{first}{more}",
@@ -122,31 +117,29 @@ def check_skipped_specs(root: str, settings: Any) -> Check:
     )
 
 
-def check_yaml_loader(settings: Any) -> Check:
+def check_yaml_loader(settings: Any) -> Finding:
     """PyYAML with libyaml's ``CSafeLoader``: without it every YAML spec is parsed in pure Python on every
     create (several times slower; the verdicts are the same), and without PyYAML YAML specs are refused."""
-    from hook.commands.doctor import Check
-
     name = "YAML specs"
     needed = settings.device_mode == "cdi"
     try:
         import yaml
     except ImportError:
-        return Check(
+        return Finding(
             name,
             ok=False if needed else None,
             detail="PyYAML is not installed: YAML specs are skipped",
             fix="install PyYAML (built with libyaml), or write the specs as JSON",
         )
     if not hasattr(yaml, "CSafeLoader"):
-        return Check(
+        return Finding(
             name,
             ok=False if needed else None,
             detail=f"PyYAML {yaml.__version__} lacks libyaml (CSafeLoader): YAML specs are read in pure "
             "Python",
             fix="install PyYAML built with libyaml (Debian: python3-yaml), or write the specs as JSON",
         )
-    return Check(name, ok=True, detail=f"PyYAML {yaml.__version__} with libyaml's CSafeLoader")
+    return Finding(name, ok=True, detail=f"PyYAML {yaml.__version__} with libyaml's CSafeLoader")
 
 
 def host_paths(document: dict[str, Any]) -> list[str]:

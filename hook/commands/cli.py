@@ -299,7 +299,7 @@ def plural(count: int, noun: str) -> str:
 
 def load_settings(config: str | None, environ: dict[str, str] | os._Environ[str]) -> Any:
     """Load and parse config.toml the way the installed hook finds it, with its pod-binding engine."""
-    from hook.pipeline.configfile import load_node_settings
+    from hook.pipeline.config import load_node_settings
 
     return load_node_settings(config, environ)
 

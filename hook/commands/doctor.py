@@ -49,7 +49,7 @@ def run_checks(
     checks += [check_env_directory(root, directory) for directory in settings.env_file.directories]
     from hook.commands.cdidoctor import cdi_checks
 
-    checks += cdi_checks(root, settings)
+    checks += [Check(*finding) for finding in cdi_checks(root, settings)]
     registered: list[tuple[str, list[str]]] = []
     finders = (("podman", _podman), ("crio", _crio), ("containerd", _containerd), ("docker", _docker))
     for name, find in finders:

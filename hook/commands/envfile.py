@@ -121,7 +121,7 @@ def load_settings(config: str | None, engine: str | None = None) -> Settings:
     """Find, read and parse config.toml the way the installed hook does (``config``: the ``-config`` flag),
     with its pod-binding engine (``engine``: the ``--engine`` option; else as hook.pipeline.configfile finds
     it)."""
-    from hook.pipeline.configfile import load_node_settings
+    from hook.pipeline.config import load_node_settings
 
     return load_node_settings(config, os.environ, engine=engine)
 

@@ -7,13 +7,21 @@ type check; our settings live in tables upstream ignores (``[env-file]``). Unkno
 
 from __future__ import annotations
 
-from hook.pipeline.configfile import CONFIG_ERROR_PREFIX, DEFAULT_RUNTIMES, config_error
+from hook.pipeline.configfile import (
+    CONFIG_ERROR_PREFIX,
+    DEFAULT_RUNTIMES,
+    config_error,
+    find_config_path,
+    load_config_text,
+    resolve_node_engine,
+)
 from hook.util import envvars
 from hook.util.records import Record
 from hook.util.safetext import escape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
     from typing import Any
 
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
@@ -380,3 +388,15 @@ def _host_is_suse(os_release: str = "/etc/os-release") -> bool:
             value = line.partition("=")[2].strip().strip("\"'")
             return "suse" in value.split() or "opensuse" in value.split()
     return False
+
+
+def load_node_settings(
+    config: str | None, environ: dict[str, str] | os._Environ[str], *, engine: str | None = None
+) -> Settings:
+    """Find, read and parse config.toml as the installed hook does, with the pod-binding engine it has
+    (``configfile.resolve_node_engine``): what the commands for people and ``check_env_file`` check
+    against."""
+    path, required = find_config_path(config, environ)
+    text = load_config_text(path, required=required)
+    node_engine = resolve_node_engine(engine, environ)
+    return parse_config(text, source=path if text is not None else None, engine=node_engine)

@@ -12,7 +12,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
 
-    from hook.pipeline.config import Settings
     from hook.util.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
@@ -71,19 +70,6 @@ def resolve_node_engine(
     if len(installed) == 1:
         return installed[0]
     return kubernetes[0] if len(kubernetes) == 1 else None
-
-
-def load_node_settings(
-    config: str | None, environ: dict[str, str] | os._Environ[str], *, engine: str | None = None
-) -> Settings:
-    """Find, read and parse config.toml as the installed hook does, with the pod-binding engine it has
-    (``resolve_node_engine``): what the commands for people and ``check_env_file`` check against."""
-    from hook.pipeline.config import parse_config
-
-    path, required = find_config_path(config, environ)
-    text = load_config_text(path, required=required)
-    node_engine = resolve_node_engine(engine, environ)
-    return parse_config(text, source=path if text is not None else None, engine=node_engine)
 
 
 def config_mentions(text: str | None, markers: tuple[str, ...] = SELECTION_MARKERS) -> bool:

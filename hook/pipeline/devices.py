@@ -59,9 +59,9 @@ def mount_requests(mounts: list[tuple[str, str]]) -> list[str]:
     seen: set[str] = set()
     requests: list[str] = []
     for source, destination in mounts:
-        if go_clean(source) != "/dev/null":
+        if paths.go_clean(source) != "/dev/null":
             continue
-        target = go_clean(destination)
+        target = paths.go_clean(destination)
         if target in seen:
             continue
         seen.add(target)
@@ -102,12 +102,6 @@ def mount_devices(requests: list[str]) -> list[str]:
 def mount_imex_channels(requests: list[str]) -> list[str]:
     """Return the IMEX channels among mount requests (``imex/<channel>``)."""
     return [request[len(_IMEX_PREFIX) :] for request in requests if request.startswith(_IMEX_PREFIX)]
-
-
-def go_clean(path: str) -> str:
-    """Lexically clean a path as Go's filepath.Clean does (``//x`` is ``/x``)."""
-    cleaned = paths.normpath(path) if path else "."
-    return cleaned[1:] if cleaned.startswith("//") else cleaned
 
 
 def resolve_devices(

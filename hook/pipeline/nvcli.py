@@ -5,7 +5,6 @@ from __future__ import annotations
 import posix
 import sys
 
-from hook.pipeline.devices import go_clean
 from hook.util import paths
 
 TYPE_CHECKING = False
@@ -23,7 +22,7 @@ def build_search_path(current: str, root: str) -> str:
     entries = current.split(":") if current else []
     entries += [d for d in SEARCH_DIRS if d not in entries]
     if root and root != "/":
-        entries = [go_clean(f"{root}/{entry}") for entry in entries] + entries
+        entries = [paths.go_clean(f"{root}/{entry}") for entry in entries] + entries
     return ":".join(entries)
 
 
@@ -67,7 +66,7 @@ def cuda_compat_flags(settings: Settings) -> list[str]:
 
 def resolve_rootfs(root_path: str, cwd: str) -> str:
     """Make ``root.path`` absolute against the hook's working directory (not the bundle) and clean it."""
-    return go_clean(paths.join(cwd, root_path))
+    return paths.go_clean(paths.join(cwd, root_path))
 
 
 def build_argv(

@@ -260,11 +260,11 @@ def check_env_file(
     ``pod_uid`` / ``pod_namespace`` / ``pod_name`` / ``container`` stand for the container's pod annotations:
     given, the pin is checked against them as the hook would; not given, only ``require-pod-binding`` is
     checked. ``settings`` None: the node's, as the installed hook has them (its config.toml and the engine it
-    runs for: see ``hook.pipeline.configfile.load_node_settings``).
+    runs for: see ``hook.pipeline.config.load_node_settings``).
     """
     given = pod.pod_pins(uid=pod_uid, namespace=pod_namespace, name=pod_name, container=container)
     if settings is None:
-        from hook.pipeline.configfile import load_node_settings
+        from hook.pipeline.config import load_node_settings
 
         settings = load_node_settings(None, os.environ).env_file
     steps: list[CheckStep] = []

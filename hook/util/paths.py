@@ -107,6 +107,12 @@ def normpath(path: str) -> str:
     return result or "."
 
 
+def go_clean(path: str) -> str:
+    """Lexically clean a path as Go's filepath.Clean does (``//x`` is ``/x``)."""
+    cleaned = normpath(path) if path else "."
+    return cleaned[1:] if cleaned.startswith("//") else cleaned
+
+
 def exists(path: str) -> bool:
     """``os.path.exists``: stat succeeds (symlinks followed)."""
     try:

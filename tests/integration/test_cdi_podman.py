@@ -33,8 +33,8 @@ from podman import import_busybox_image, podman
 
 from hook.cdi.edits import apply_edits
 from hook.cdi.registry import load_registry, resolve_edits
-from hook.pipeline.devices import go_clean
 from hook.util.errors import CdiError
+from hook.util.paths import go_clean
 
 pytestmark = pytest.mark.integration
 IMAGE = "localhost/gpu-env-hook-busybox"

@@ -20,7 +20,7 @@ from hook.commands.cdidoctor import (
     check_yaml_loader,
 )
 from hook.commands.cli import build_app
-from hook.commands.doctor import Check
+from hook.install.coexist import Finding
 from hook.pipeline.config import parse_config
 from hook.producer.alloc import (
     alloc_device,
@@ -403,7 +403,7 @@ def test_doctor_warns_without_libyaml(node: Node, monkeypatch: pytest.MonkeyPatc
     """doctor says when PyYAML lacks libyaml's CSafeLoader (YAML specs then parse in pure Python)."""
     import yaml
 
-    assert check_yaml_loader(node.settings()) == Check(
+    assert check_yaml_loader(node.settings()) == Finding(
         "YAML specs", ok=True, detail=f"PyYAML {yaml.__version__} with libyaml's CSafeLoader"
     )
     monkeypatch.delattr(yaml, "CSafeLoader")

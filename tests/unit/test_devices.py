@@ -8,7 +8,6 @@ import pytest
 
 from hook.pipeline.devices import (
     env_request,
-    go_clean,
     is_legacy_image,
     mount_devices,
     mount_imex_channels,
@@ -219,20 +218,6 @@ def test_mount_devices(
 def test_mount_imex_channels() -> None:
     """imex/<x> mount requests are IMEX channels, in order."""
     assert mount_imex_channels(["0", "imex/3", "imex/1"]) == ["3", "1"]
-
-
-@pytest.mark.parametrize(
-    ("path", "cleaned"),
-    [
-        pytest.param("", ".", id="empty"),
-        pytest.param("//dev/null", "/dev/null", id="double-slash-root"),
-        pytest.param("///a//b/../c/", "/a/c", id="mixed"),
-        pytest.param("a/../../b", "../b", id="relative-up"),
-    ],
-)
-def test_go_clean(path: str, cleaned: str) -> None:
-    """Lexical cleaning matches Go's filepath.Clean."""
-    assert go_clean(path) == cleaned
 
 
 MOUNTS = [dev_null(f"{ROOT}/GPU0"), dev_null(f"{ROOT}/GPU1")]

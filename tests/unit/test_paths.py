@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hook.util import paths
+from hook.util.paths import go_clean
 
 # Paths made of the characters that matter to these functions.
 PATHS = st.text(alphabet="/.a-", max_size=14)
@@ -43,3 +45,17 @@ def test_environ_is_os_environ() -> None:
     env = {b"PLAIN": b"value", b"BYTES": b"\xff\xfe", b"UTF8": "é".encode()}
     code = "import os, sys; from hook.util.paths import environ; sys.exit(0 if environ() == dict(os.environ) else 1)"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "cleaned"),
+    [
+        pytest.param("", ".", id="empty"),
+        pytest.param("//dev/null", "/dev/null", id="double-slash-root"),
+        pytest.param("///a//b/../c/", "/a/c", id="mixed"),
+        pytest.param("a/../../b", "../b", id="relative-up"),
+    ],
+)
+def test_go_clean(path: str, cleaned: str) -> None:
+    """Lexical cleaning matches Go's filepath.Clean."""
+    assert go_clean(path) == cleaned
