@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import filecmp
+import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +21,9 @@ from test_envfile_hook import FILE_REFUSALS
 
 from hook.nri import nri_pb2, wire
 from hook.nri.decide import Context, adjust_container, cdi_names_applied
+from hook.nri.plugin import connect
 from hook.pipeline.config import parse_config
-from hook.util.errors import CdiError, EnvFileError
+from hook.util.errors import CdiError, EnvFileError, HookError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
 HOOK: dict[str, object] = {
@@ -389,3 +396,42 @@ def test_backstop_follows_a_renamed_variable(
     run = run_hook(make_bundle(["MY_GPU_FILE=/x/a.env"]), config=config, command="nri-backstop")
     assert run.returncode == 1
     assert run.stderr.startswith("env file '/x/a.env': not handled by the NRI plugin")
+
+
+# --- the socket ------------------------------------------------------------------------------------------------
+
+
+def test_a_socket_served_by_another_user_is_refused() -> None:
+    """A socket whose listener is neither root nor the plugin's user could forge every pod's identity: the
+    plugin does not talk to it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to listen as another user")
+    shared = Path(tempfile.mkdtemp(prefix="nri-sock-", dir="/tmp"))  # pytest's tmp is root's alone
+    shared.chmod(0o777)
+    path = shared / "nri.sock"
+    ready_read, ready_write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child listens as nobody until killed
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(str(path))
+            server.listen(1)
+            os.write(ready_write, b"x")
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    try:
+        os.close(ready_write)
+        assert os.read(ready_read, 1) == b"x"
+        with pytest.raises(HookError) as refused:
+            connect(str(path))
+        assert (
+            str(refused.value) == f"gpu-env-hook nri: {path} is served by uid 65534, not root: not connecting"
+        )
+    finally:
+        os.close(ready_read)
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        shutil.rmtree(shared)
