@@ -64,6 +64,7 @@ def run_checks(
             seen.add(path)
             checks.append(check_isolated(root, path, args))
     checks.append(check_pod_binding(settings.env_file))
+    checks.append(check_nri(root))
     checks += coexistence_checks(root)
     return checks
 
@@ -120,6 +121,62 @@ def check_config(
         )
     detail = f"{path} parses" if text is not None else f"{path} absent: defaults apply"
     return settings, Check("config", ok=True, detail=detail)
+
+
+def check_nri(root: str, processes: list[tuple[int, list[str]]] | None = None) -> Check:
+    """The NRI path (docs/nri.md): whether the runtime serves NRI, and whether ``gpu-env-hook nri`` runs
+    (looked for among the processes only on the node itself, not under another ``--root``). Informational:
+    a node may use the runtime shim or hooks.d instead."""
+    name = "NRI plugin"
+    try:
+        is_socket = stat.S_ISSOCK(os.stat(under(root, paths.NRI_SOCKET)).st_mode)
+    except OSError:
+        is_socket = False
+    if not is_socket:
+        detail = f"no NRI socket at {paths.NRI_SOCKET}: pods take the runtime shim or hooks.d"
+        return Check(name, ok=None, detail=detail)
+    if processes is None:
+        if os.path.abspath(root) != "/":
+            return Check(
+                name, ok=None, detail=f"{paths.NRI_SOCKET} present; the plugin is not looked for under --root"
+            )
+        processes = _processes()
+    running = [pid for pid, argv in processes if _is_nri_plugin(argv)]
+    if running:
+        detail = (
+            f"{paths.NRI_SOCKET} present, gpu-env-hook nri running (pid {running[0]}): "
+            "env-file pods take the NRI path on the default handler"
+        )
+        return Check(name, ok=True, detail=detail)
+    detail = f"{paths.NRI_SOCKET} present, gpu-env-hook nri not running: pods take the shim or hooks.d"
+    fix = "to use NRI, run gpu-env-hook nri as a service (docs/nri.md)"
+    return Check(name, ok=None, detail=detail, fix=fix)
+
+
+def _is_nri_plugin(argv: list[str]) -> bool:
+    """Tell whether a command line runs ``gpu-env-hook ... nri``: our wrapper, ``-m hook`` or our launch code,
+    with the command word ``nri``."""
+    from hook.launcher import CODE_MARK
+
+    if "nri" not in argv:
+        return False
+    ours = any(os.path.basename(arg) == "gpu-env-hook" or arg.startswith(CODE_MARK) for arg in argv)
+    return ours or any(argv[i : i + 2] == ["-m", "hook"] for i in range(len(argv) - 1))
+
+
+def _processes() -> list[tuple[int, list[str]]]:
+    """Every process's pid and command line (those that vanish while read are left out)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        found.append((int(entry), [part.decode(errors="replace") for part in raw.split(b"\0") if part]))
+    return found
 
 
 def check_pod_binding(env_file: Any) -> Check:

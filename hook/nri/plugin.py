@@ -20,6 +20,7 @@ import sys
 import time
 
 from hook.nri import nri_pb2, ttrpc_pb2, wire
+from hook.util import paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from hook.nri.decide import Context
 
-DEFAULT_SOCKET = "/var/run/nri/nri.sock"
+DEFAULT_SOCKET = paths.NRI_SOCKET
 PLUGIN_NAME = "gpu-env-hook"
 PLUGIN_INDEX = "10"
 SERVICE_PLUGIN = "nri.pkg.api.v1alpha1.Plugin"

@@ -31,6 +31,8 @@ HOOK_JSON_NAME = "gpu-env-hook.json"
 PRECREATE_JSON_NAME = "gpu-env-hook-precreate.json"
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+# The NRI socket containerd 2.x (and CRI-O) serve plugins on: `gpu-env-hook nri` connects there.
+NRI_SOCKET = "/var/run/nri/nri.sock"
 CONTAINERD_DROPIN_DIR = "/etc/containerd/conf.d"
 CONTAINERD_DROPIN_NAME = "gpu-env-hook.toml"
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hook.commands.cli import build_app
-from hook.commands.doctor import Check, check_isolated, check_pod_binding, run_checks
+from hook.commands.doctor import Check, check_isolated, check_nri, check_pod_binding, run_checks
 from hook.pipeline.config import parse_config
 from hook.util import paths
 
@@ -81,6 +82,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "containerd drop-ins",
         f"isolated {paths.HOOK_WRAPPER}",
         "pod binding",
+        "NRI plugin",
         "NVIDIA hooks.d entry",
         "NVIDIA runtime mode",
         "hooks.d executables",
@@ -100,6 +102,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         None,
         None,
         True,
+        None,
         None,
         True,
         None,
@@ -280,7 +283,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 18
+    assert len(checks) == 19
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
@@ -437,3 +440,64 @@ def test_doctor_names_the_containerd_handler_that_takes_effect(
         put(good_tree, path, content)
     check = by_name(run_checks(root=str(good_tree), config=None, environ={}))["containerd"]
     assert (check.ok, check.detail) == (ok, detail)
+
+
+# --- the NRI path ------------------------------------------------------------------------------------------
+
+
+def nri_tree(tmp_path: Path) -> Path:
+    """A tree whose runtime serves NRI (a socket at /var/run/nri/nri.sock)."""
+    root = tmp_path / "node"
+    directory = root / paths.NRI_SOCKET.lstrip("/").rpartition("/")[0]
+    directory.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(root / paths.NRI_SOCKET.lstrip("/")))
+    listener.close()
+    return root
+
+
+PLUGIN_ARGV = ["/usr/bin/python3", "-I", "-m", "hook", "-config", "/etc/x.toml", "nri"]
+
+
+@pytest.mark.parametrize(
+    ("socket_there", "processes", "ok", "detail"),
+    [
+        pytest.param(
+            False,
+            [],
+            None,
+            "no NRI socket at /var/run/nri/nri.sock: pods take the runtime shim or hooks.d",
+            id="no-nri",
+        ),
+        pytest.param(
+            True,
+            [(41, ["/usr/bin/containerd"]), (42, PLUGIN_ARGV)],
+            True,
+            "/var/run/nri/nri.sock present, gpu-env-hook nri running (pid 42): env-file pods take the NRI path on "
+            "the default handler",
+            id="plugin-running",
+        ),
+        pytest.param(
+            True,
+            [(43, [paths.HOOK_WRAPPER, "nri"])],
+            True,
+            "/var/run/nri/nri.sock present, gpu-env-hook nri running (pid 43): env-file pods take the NRI path on "
+            "the default handler",
+            id="plugin-through-the-wrapper",
+        ),
+        pytest.param(
+            True,
+            [(44, ["/usr/bin/python3", "-m", "hook", "prestart"]), (45, ["/usr/bin/nri-thing", "nri"])],
+            None,
+            "/var/run/nri/nri.sock present, gpu-env-hook nri not running: pods take the shim or hooks.d",
+            id="plugin-not-running",
+        ),
+    ],
+)
+def test_check_nri(
+    tmp_path: Path, socket_there: bool, processes: list[tuple[int, list[str]]], ok: bool | None, detail: str
+) -> None:
+    """doctor says whether the runtime serves NRI and whether our plugin runs: which path a pod takes."""
+    root = nri_tree(tmp_path) if socket_there else tmp_path
+    check = check_nri(str(root), processes)
+    assert (check.name, check.ok, check.detail) == ("NRI plugin", ok, detail)
