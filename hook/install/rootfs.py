@@ -10,7 +10,8 @@ Nothing is ever read from or written to outside the root, whatever the links say
 A config file is opened ``O_NONBLOCK | O_NOFOLLOW`` and checked with ``fstat``: a FIFO, a socket or a device
 where ``daemon.json`` should be is refused in one line, never opened for reading (a FIFO would block).
 
-Writes are atomic (a temp file in the same directory, fsync, ``renameat``, fsync of the directory), and
+Writes are atomic (``hook.util.atomicwrite`` given the parent's descriptor: a temp file in the same
+directory, fsync, ``renameat``, fsync of the directory), and
 every operation keeps the parent directory's descriptor it resolved, so a link swapped in between two steps
 cannot redirect a write.
 """
@@ -24,6 +25,7 @@ import stat
 from collections.abc import Iterator
 
 from hook.install.common import InstallError, rooted
+from hook.util import atomicwrite
 
 MAX_SYMLINKS = 40
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -200,30 +202,7 @@ class NodeRoot:
         where = self.show(node_path)
         try:
             with self.parent(node_path) as (parent, name):
-                tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-                fd = os.open(
-                    tmp,
-                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-                    0o600,
-                    dir_fd=parent,
-                )
-                try:
-                    try:
-                        if owner is not None:
-                            os.fchown(fd, *owner)
-                        os.fchmod(fd, mode)
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(fd, view) :]
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                    os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
-                except BaseException:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(tmp, dir_fd=parent)
-                    raise
-                _fsync_dir(parent)
+                atomicwrite.write_atomic(name, data, mode=mode, owner=owner, dir_fd=parent)
         except OSError as err:
             raise could_not("write", where, err) from None
 

@@ -44,7 +44,7 @@ from hook import __version__
 from hook.install.common import InstallError
 from hook.install.rootfs import NodeRoot, could_not
 from hook.launcher import CURRENT, LIB
-from hook.util import paths
+from hook.util import atomicwrite, paths
 
 TREE_MARK = ".gpu-env-hook-tree"
 # Third-party top-level packages a container start may import (copied into lib/ beside hook).
@@ -197,18 +197,9 @@ def _write_files(top: int, content: TreeContent) -> None:
                 os.mkdir(directory, DIR_MODE, dir_fd=top)
                 os.chmod(directory, DIR_MODE, dir_fd=top)
                 made.add(directory)
-        fd = os.open(
-            relative,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            FILE_MODE,
-            dir_fd=top,
-        )
+        fd = atomicwrite.create(relative, top)
         try:
-            os.fchmod(fd, FILE_MODE)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            atomicwrite.fill(fd, data, mode=FILE_MODE)
         finally:
             os.close(fd)
 

@@ -178,7 +178,7 @@ def write_env_file(
 
     The directory that holds the file is reached by the hook's own walk (hook.util.beneath): below the
     configured directory no symlink is followed, so the writer (root) never writes where the hook would
-    not read. The write then goes through that opened directory (``/proc/self/fd``), whatever is renamed
+    not read. The write then goes through that opened directory (its descriptor), whatever is renamed
     on the way meanwhile.
     """
     from hook.util.atomicwrite import write_atomic
@@ -199,7 +199,7 @@ def write_env_file(
     except EnvFileMissingError:
         raise refuse(path, "its directory does not exist (create it root-owned, mode 0755)") from None
     try:
-        write_atomic(f"/proc/self/fd/{directory_fd}/{name}", data, mode=FILE_MODE, owner=owner)
+        write_atomic(name, data, mode=FILE_MODE, owner=owner, dir_fd=directory_fd)
     except OSError as err:
         raise os_error("write env file", path, err) from None
     finally:

@@ -1,11 +1,11 @@
 """Writing a file so that a reader sees the old or the new one, never a mix; and the temp files a killed
 writer left behind.
 
-config.json (the hook, the shim, precreate), env files (the producer) and CDI specs are all replaced the
-same way: a temp file beside the target, locked while it lives, fsync'd, renamed over the target, then the
-directory fsync'd (config.json without the two fsyncs: see ``hook.pipeline.bundle.write_spec``). Kept apart
-from ``hook.pipeline.bundle`` so that reading a spec (every container) does not load the writing code (only a
-container whose spec is rewritten does).
+config.json (the hook, the shim, precreate), env files (the producer), CDI specs and install's files
+beneath ``--root`` are all replaced the same way: a temp file beside the target, locked while it lives,
+fsync'd, renamed over the target, then the directory fsync'd (config.json without the two fsyncs: see
+``hook.pipeline.bundle.write_spec``). Kept apart from ``hook.pipeline.bundle`` so that reading a spec
+(every container) does not load the writing code (only a container whose spec is rewritten does).
 """
 
 import posix
@@ -20,6 +20,7 @@ def write_atomic(
     mode: int | None = None,
     owner: tuple[int, int] | None = None,
     durable: bool = True,
+    dir_fd: int | None = None,
 ) -> None:
     """Write ``data`` to ``path`` so a reader sees the old or the new file, never a mix.
 
@@ -28,47 +29,63 @@ def write_atomic(
     just after its creation until it is renamed, which tells a later writer that it is live; the temp
     files a killed writer left for this same path are removed first (``remove_stale_temps``). ``durable``
     (the default) fsyncs the file before the rename and the directory after it, so that the new file also
-    survives a crash of the node; a reader never sees a mix either way.
+    survives a crash of the node; a reader never sees a mix either way. With ``dir_fd`` (a descriptor of
+    the directory, ``O_PATH`` is enough), ``path`` is a name in that directory and no path is resolved at
+    all: install's writes beneath ``--root`` (``hook.install.rootfs``) go through here that way.
     """
-    directory = paths.dirname(path) or "."
-    name = paths.basename(path)
-    remove_stale_temps(directory, name)
-    if mode is None:
-        try:
-            mode = posix.stat(path).st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
-    tmp = paths.join(directory, f".{name}.{posix.getpid()}.{posix.urandom(4).hex()}{TEMP_SUFFIX}")
-    fd = posix.open(
-        tmp, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC | posix.O_NOFOLLOW, 0o600
-    )
+    if dir_fd is None:
+        directory, name = paths.dirname(path) or ".", paths.basename(path)
+        parent = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
+    else:
+        name = path
+        parent = posix.open(".", posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC, dir_fd=dir_fd)
     try:
+        remove_stale_temps(parent, name)
+        if mode is None:
+            try:
+                mode = posix.stat(name, dir_fd=parent).st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o644
+        tmp = f".{name}.{posix.getpid()}.{posix.urandom(4).hex()}{TEMP_SUFFIX}"
+        fd = create(tmp, parent)
         try:
-            _lock(fd)
-            if owner is not None:
-                posix.fchown(fd, *owner)
-            posix.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[posix.write(fd, view) :]
-            if durable:
-                posix.fsync(fd)
-            posix.replace(tmp, path)
-        finally:
-            posix.close(fd)  # releases the lock, after the rename
-    except BaseException:
-        import contextlib  # only on failure: contextlib pulls in collections and functools (~5 ms)
+            try:
+                _lock(fd)
+                fill(fd, data, mode=mode, owner=owner, durable=durable)
+                posix.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            finally:
+                posix.close(fd)  # releases the lock, after the rename
+        except BaseException:
+            import contextlib  # only on failure: contextlib pulls in collections and functools (~5 ms)
 
-        with contextlib.suppress(FileNotFoundError):
-            posix.unlink(tmp)
-        raise
-    if not durable:
-        return
-    dir_fd = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
-    try:
-        posix.fsync(dir_fd)
+            with contextlib.suppress(FileNotFoundError):
+                posix.unlink(tmp, dir_fd=parent)
+            raise
+        if durable:
+            posix.fsync(parent)
     finally:
-        posix.close(dir_fd)
+        posix.close(parent)
+
+
+def create(name: str, dir_fd: int) -> int:
+    """Create ``name`` in the directory ``dir_fd`` for writing: a new file (never an existing one, never
+    through a symlink), mode 0o600 until ``fill`` gives it its own."""
+    flags = posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC | posix.O_NOFOLLOW
+    return posix.open(name, flags, 0o600, dir_fd=dir_fd)
+
+
+def fill(
+    fd: int, data: bytes, *, mode: int, owner: tuple[int, int] | None = None, durable: bool = True
+) -> None:
+    """The write step every file we write takes: owner, mode, all of ``data``, then (``durable``) fsync."""
+    if owner is not None:
+        posix.fchown(fd, *owner)
+    posix.fchmod(fd, mode)
+    view = memoryview(data)
+    while view:
+        view = view[posix.write(fd, view) :]
+    if durable:
+        posix.fsync(fd)
 
 
 # --- temp files a killed writer left behind ---------------------------------------------------------------
@@ -93,29 +110,22 @@ def parse_temp_name(entry: str, name: str) -> int | None:
     return int(pid_text)
 
 
-def remove_stale_temps(directory: str, name: str) -> None:
-    """Remove this path's temp files that no live writer holds; never a name of another shape.
+def remove_stale_temps(dir_fd: int, name: str) -> None:
+    """Remove this name's temp files in the directory ``dir_fd`` that no live writer holds; never a name of
+    another shape.
 
     A temp file goes only if its name is exactly ours for ``name``, nobody holds its lock (a writer holds
     it from creation to rename; the kernel drops it when the writer dies), and its pid is not alive here
     or it is older than ``STALE_AFTER_SECONDS``. Best effort: a failure here never stops the write.
     """
     try:
-        entries = posix.listdir(directory)
+        entries = posix.listdir(dir_fd)
     except OSError:
         return
-    candidates = [(entry, pid) for entry in entries if (pid := parse_temp_name(entry, name)) is not None]
-    if not candidates:
-        return
-    try:
-        dir_fd = posix.open(directory, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        for entry, pid in candidates:
+    for entry in entries:
+        pid = parse_temp_name(entry, name)
+        if pid is not None:
             _remove_if_stale(dir_fd, entry, pid)
-    finally:
-        posix.close(dir_fd)
 
 
 def _remove_if_stale(dir_fd: int, entry: str, pid: int) -> None:
