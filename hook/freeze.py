@@ -56,6 +56,7 @@ MODULES = (
     "hook.stages.prestart",
     "hook.pipeline.privilege",
     "hook.producer.envfile",
+    "hook.producer.namekey",
     "hook.commands.envfile",
     "hook.util.records",
     "hook.pipeline.request",

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,12 @@ from typing import Any
 import pytest
 
 from hook.pipeline.config import EnvFileSettings, parse_config
+
+# The producer's naming key (hook.producer.namekey) for the whole session, never the node's /var/lib/gpu-env-hook: set
+# before any test runs, so every producer command a test starts inherits it.
+os.environ.setdefault(
+    "GPU_ENV_HOOK_NAME_KEY", str(Path(tempfile.mkdtemp(prefix="gpu-env-hook-key-")) / "alloc.key")
+)
 
 TESTS = Path(__file__).resolve().parent
 STANDIN_CLI = TESTS / "standin" / "nvidia-container-cli"

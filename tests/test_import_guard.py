@@ -267,7 +267,7 @@ PINNED = {
     | {"hook.pipeline.handoff", "hook.pipeline.envfile", "hook.util.beneath", "_stat", "hook.pipeline.pod"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | ERRORS | {"hook.stages", "hook.stages.shim", "hook.util.tomlsubset"},
-    "producer-path": PRODUCER | {"_sha256"},
+    "producer-path": PRODUCER | {"_sha256", "hook.producer.namekey"},
     "producer-write": PRODUCER | WRITE,
     "producer-check": PRODUCER | DOTENV_PARSER,
     # The NRI backstop (every container of a node using the NRI plugin): config.json read, not decoded

@@ -274,6 +274,10 @@ def _check_scalar(value: object, kind: str, where: str) -> object:
     """Check one scalar field (or an array of strings, or a string map)."""
     if kind == _STR and isinstance(value, str):
         return value
+    if kind in (_STR, _STRINGS, _STRMAP):
+        value = _as_text(value)
+        if kind == _STR and isinstance(value, str):
+            return value
     if kind == _BOOL and isinstance(value, bool):
         return value
     if kind == _STRINGS and isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -285,6 +289,21 @@ def _check_scalar(value: object, kind: str, where: str) -> object:
         if low <= value <= high:
             return value
     raise CdiError(f"{where} must be {_KIND_NAMES[kind]}")
+
+
+def _as_text(value: object) -> object:
+    """Read a number or boolean where a string is wanted as its text, as the reference does (it decodes
+    every spec through sigs.k8s.io/yaml, which turns a scalar into a string for a string field: YAML
+    ``name: 0`` is the device "0"); also inside arrays of strings and string maps."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return [_as_text(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_text(item) for key, item in value.items()}
+    return value
 
 
 def _join(where: str, key: str) -> str:
@@ -338,7 +357,7 @@ def device_error(device: dict[str, Any]) -> str | None:
     if not any(edits.get(key) for key in ("env", "deviceNodes", "hooks", "mounts", "additionalGids")) and (
         edits.get("intelRdt") is None and not edits.get("netDevices")
     ):
-        return "invalid device, empty device edits"
+        return "invalid device, empty device edits (containerEdits)"
     problem = edits_error(edits)
     return None if problem is None else f"invalid device {quote(name)}: {problem}"
 
@@ -360,9 +379,9 @@ def edits_error(edits: dict[str, Any] | None) -> str | None:
             return problem
     for mount in edits.get("mounts", []):
         if not mount.get("hostPath"):
-            return "invalid mount, empty host path"
+            return "invalid mount, empty host path (hostPath)"
         if not mount.get("containerPath"):
-            return "invalid mount, empty container path"
+            return "invalid mount, empty container path (containerPath)"
     rdt = edits.get("intelRdt")
     if rdt is not None:
         clos = str(rdt.get("closID", ""))
@@ -378,6 +397,9 @@ def _node_error(node: dict[str, Any]) -> str | None:
     kind = str(node.get("type", ""))
     if kind not in DEVICE_TYPES:
         return f"device {quote(path)}: invalid type {quote(kind)}"
+    major, minor = node.get("major", 0), node.get("minor", 0)
+    if major < 0 or minor < 0:  # -1 would be read as a wildcard
+        return f"device {quote(path)}: invalid (negative) device number {major}:{minor}"
     permissions = str(node.get("permissions", ""))
     if permissions != NO_PERMISSIONS and permissions.strip("rwm"):
         return f"device {quote(path)}: invalid permissions {quote(permissions)}"
@@ -390,6 +412,8 @@ def _hook_error(hook: dict[str, Any]) -> str | None:
         return f"invalid hook name {quote(name)}"
     if not hook.get("path"):
         return f"invalid hook {quote(name)} with empty path"
+    if hook.get("timeout", 0) < 0:
+        return f"invalid hook {quote(name)}: negative timeout {hook['timeout']} (timeout)"
     for entry in hook.get("env", []):
         if entry.find("=") <= 0:
             return f"invalid hook {quote(name)}: invalid environment variable {quote(entry)}"

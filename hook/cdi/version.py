@@ -26,23 +26,38 @@ def is_known_version(version: str) -> bool:
 
 def minimum_version(spec: dict[str, object]) -> str:
     """Return the smallest spec version whose fields cover ``spec`` (a decoded, type-checked document)."""
+    return minimum_version_for(spec)[0]
+
+
+def minimum_version_for(spec: dict[str, object]) -> tuple[str, str]:
+    """Return the smallest spec version whose fields cover ``spec`` and the field that needs it ("" for
+    the earliest version, which every spec may have)."""
     all_edits = [_edits(spec), *(_edits(device) for device in _devices(spec))]
-    if any(_needs_110(edits) for edits in all_edits):
-        return "1.1.0"
-    if any(edits.get("intelRdt") is not None or edits.get("additionalGids") for edits in all_edits):
-        return "0.7.0"
+    for edits in all_edits:
+        rdt = edits.get("intelRdt")
+        if isinstance(rdt, dict) and rdt.get("schemata") is not None:
+            return "1.1.0", "intelRdt.schemata"
+        if isinstance(rdt, dict) and rdt.get("enableMonitoring"):
+            return "1.1.0", "intelRdt.enableMonitoring"
+        if edits.get("netDevices"):
+            return "1.1.0", "netDevices"
+    for edits in all_edits:
+        if edits.get("intelRdt") is not None:
+            return "0.7.0", "intelRdt"
+        if edits.get("additionalGids"):
+            return "0.7.0", "additionalGids"
     if spec.get("annotations") or any(device.get("annotations") for device in _devices(spec)):
-        return "0.6.0"
+        return "0.6.0", "annotations"
     kind = spec.get("kind")
     if isinstance(kind, str) and "/" in kind and "." in kind.partition("/")[2]:
-        return "0.6.0"
+        return "0.6.0", "kind (a '.' in the class)"
     if any(str(device.get("name") or "")[:1] in _DIGITS for device in _devices(spec)):
-        return "0.5.0"
+        return "0.5.0", "name (a device name starting with a digit)"
     if any(node.get("hostPath") for edits in all_edits for node in _items(edits, "deviceNodes")):
-        return "0.5.0"
+        return "0.5.0", "deviceNodes.hostPath"
     if any(mount.get("type") for edits in all_edits for mount in _items(edits, "mounts")):
-        return "0.4.0"
-    return EARLIEST_VERSION
+        return "0.4.0", "mounts.type"
+    return EARLIEST_VERSION, ""
 
 
 def version_error(spec: dict[str, object]) -> str | None:
@@ -53,10 +68,11 @@ def version_error(spec: dict[str, object]) -> str | None:
     declared = declared if isinstance(declared, str) else ""
     version = normalize_version(declared)
     if version not in KNOWN_VERSIONS:
-        return f"invalid version {quote(declared)}"
-    needed = minimum_version(spec)
+        return f"invalid version {quote(declared)} in cdiVersion"
+    needed, field = minimum_version_for(spec)
     if KNOWN_VERSIONS.index(needed) < KNOWN_VERSIONS.index(version):
-        return f"the spec version must be at least v{needed}"
+        why = f"{field} needs it" if field else "every spec needs it"
+        return f"the spec version must be at least v{needed} (cdiVersion is {quote(declared)}; {why})"
     return None
 
 

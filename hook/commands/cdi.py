@@ -156,26 +156,28 @@ def alloc_write_command(
     assignments: list[str],
     pod_uid: str,
     directory: str | None,
+    pod_namespace: str = "",
+    pod_name: str = "",
 ) -> str:
     """Compose and write the allocation's spec; return what to print (the device name and the file)."""
     from hook.cdi.registry import load_registry
     from hook.producer.alloc import (
         DEFAULT_DIRECTORY,
         alloc_name,
+        alloc_pins,
         build_alloc_spec,
-        check_pod_uid,
         write_alloc_spec,
     )
     from hook.producer.envfile import parse_assignments
 
-    check_pod_uid(pod_uid)
+    pins = alloc_pins(pod_uid, pod_namespace, pod_name)
     values = parse_assignments(assignments, "cdi alloc write")
     settings = load_cdi_settings(config)
     target = directory or DEFAULT_DIRECTORY
     name = alloc_name(ids)
     registry = load_registry(settings.cdi.spec_dirs)
     spec = build_alloc_spec(name, devices, values, registry, default_kind=settings.cdi.default_kind)
-    path = write_alloc_spec(spec, pod_uid, target)
+    path = write_alloc_spec(spec, pins, target)
     return f"gpu-env.dev/alloc={name}\t{path}\n"
 
 
@@ -201,7 +203,7 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
             raise _fail(err) from None
 
     @alloc.command("write")
-    def write(
+    def write(  # noqa: PLR0917 - typer passes each option as a parameter
         assignments: Annotated[
             list[str] | None,
             typer.Argument(metavar="KEY=VALUE...", help="variables for the container (optional)"),
@@ -215,6 +217,14 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
             typer.Option("--device", metavar="DEVICE", help="a real device: CDI name, id or UUID (repeat)"),
         ] = None,
         pod_uid: Annotated[str, typer.Option("--pod-uid", metavar="UID", help="the pod it is for")] = "",
+        pod_namespace: Annotated[
+            str,
+            typer.Option("--pod-namespace", metavar="NS", help="or: the pod's namespace (and --pod-name)"),
+        ] = "",
+        pod_name: Annotated[
+            str,
+            typer.Option("--pod-name", metavar="NAME", help="and the pod's name (from pod-resources List)"),
+        ] = "",
         directory: Annotated[
             str | None, typer.Option("--dir", metavar="DIR", help="spec directory (default /var/run/cdi)")
         ] = None,
@@ -230,6 +240,8 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
                 assignments=assignments or [],
                 pod_uid=pod_uid,
                 directory=directory,
+                pod_namespace=pod_namespace,
+                pod_name=pod_name,
             )
         except HookError as err:
             raise _fail(err) from None
@@ -255,7 +267,11 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
     def gc(
         live: Annotated[
             list[str] | None,
-            typer.Option("--live", metavar="UID", help="a pod that still exists (from pod-resources List)"),
+            typer.Option(
+                "--live",
+                metavar="POD",
+                help="a pod that still exists: UID or NAMESPACE/NAME (pod-resources List)",
+            ),
         ] = None,
         kubelet_pods: Annotated[
             str,
@@ -265,15 +281,21 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
             str | None, typer.Option("--dir", metavar="DIR", help="spec directory (default /var/run/cdi)")
         ] = None,
     ) -> None:
-        """Remove the per-allocation specs whose pod no longer exists."""
+        """Remove the per-allocation specs whose pod no longer exists (without --live, specs pinned by
+        namespace and name are kept: kubelet's directories name pods by UID only)."""
         from hook.producer.alloc import DEFAULT_DIRECTORY, gc_alloc_specs, live_pods_from_kubelet
 
         try:
             pods = frozenset(live) if live else live_pods_from_kubelet(kubelet_pods)
-            for path in gc_alloc_specs(pods, directory or DEFAULT_DIRECTORY):
-                typer.echo(f"removed {path}")
+            removed, failed = gc_alloc_specs(pods, directory or DEFAULT_DIRECTORY, names_known=bool(live))
         except HookError as err:
             raise _fail(err) from None
+        for path in removed:
+            typer.echo(f"removed {path}")
+        for line in failed:
+            typer.echo(f"{PROG}: {line}", err=True)
+        if failed:
+            raise typer.Exit(1)
 
 
 # --- resolve in CDI mode ---------------------------------------------------------------------------------

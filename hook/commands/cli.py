@@ -739,6 +739,38 @@ def _env_file_app(config: str | None) -> typer.Typer:
         if not ok:
             raise typer.Exit(1)
 
+    @app.command("gc")
+    @guarded
+    def gc(
+        live: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--live",
+                metavar="POD",
+                help="a pod that still exists: UID or NAMESPACE/NAME (pod-resources List)",
+            ),
+        ] = None,
+        kubelet_pods: Annotated[
+            str,
+            typer.Option("--kubelet-pods", metavar="DIR", help="else: pods kubelet keeps a directory for"),
+        ] = "/var/lib/kubelet/pods",
+    ) -> None:
+        """Remove the env files whose pinned pod no longer exists (unpinned files, and without --live files
+        pinned by namespace and name, are kept)."""
+        from hook.commands.envfile import load_settings
+        from hook.producer.alloc import live_pods_from_kubelet
+        from hook.producer.envfile import gc_env_files
+
+        settings = load_settings(config).env_file
+        pods = frozenset(live) if live else live_pods_from_kubelet(kubelet_pods)
+        removed, failed = gc_env_files(pods, settings, names_known=bool(live))
+        for path in removed:
+            typer.echo(f"removed {path}")
+        for line in failed:
+            typer.echo(f"gpu-env-hook: {line}", err=True)
+        if failed:
+            raise typer.Exit(1)
+
     return app
 
 

@@ -33,7 +33,15 @@ VOID = "void"
 ALLOC_KIND = "gpu-env.dev/alloc"
 ALLOC_FILE_PREFIX = "gpu-env.dev-alloc_"
 _HEX = frozenset("0123456789abcdef")
-_POD_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_UID_CHARS = _ALNUM | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ-")
+_NAMESPACE_CHARS = _ALNUM | frozenset("-")
+_POD_NAME_CHARS = _ALNUM | frozenset("-.")
+
+
+def _is_k8s_name(text: str, chars: frozenset[str]) -> bool:
+    """A Kubernetes name: 1 to 253 of ``chars``, a letter or digit first and last."""
+    return 0 < len(text) <= 253 and set(text) <= chars and text[0].isalnum() and text[-1].isalnum()
 
 
 def alloc_file_pins(file_name: str) -> tuple[str, dict[str, str]] | None:
@@ -47,10 +55,10 @@ def alloc_file_pins(file_name: str) -> tuple[str, dict[str, str]] | None:
     parts = file_name[len(ALLOC_FILE_PREFIX) : -len(".json")].split("_")
     if len(parts) not in (2, 3) or len(parts[0]) not in (16, 32) or not set(parts[0]) <= _HEX:
         return None
-    if not all(part and len(part) <= 253 and set(part) <= _POD_NAME_CHARS for part in parts[1:]):
-        return None
     if len(parts) == 2:
-        return parts[0], {pod.UID: parts[1]}
+        return (parts[0], {pod.UID: parts[1]}) if _is_k8s_name(parts[1], _UID_CHARS) else None
+    if not (_is_k8s_name(parts[1], _NAMESPACE_CHARS) and _is_k8s_name(parts[2], _POD_NAME_CHARS)):
+        return None
     return parts[0], {pod.NAMESPACE: parts[1], pod.NAME: parts[2]}
 
 

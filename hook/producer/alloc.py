@@ -39,22 +39,25 @@ if TYPE_CHECKING:
 
 DEFAULT_DIRECTORY = "/var/run/cdi"
 KUBELET_PODS_DIR = "/var/lib/kubelet/pods"
-HASH_HEX_CHARS = 16
-FILE_MODE = 0o644
+FILE_MODE = 0o600
 _POD_UID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_K8S_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 
 
-def alloc_name(device_ids: Iterable[str]) -> str:
-    """Return the allocation's device name: 16 hex digits of sha256 over the sorted, distinct ids (as the
-    env file's name is made, so both agree for one allocation)."""
-    from hook.producer.envfile import env_file_name
+def alloc_name(device_ids: Iterable[str], key: bytes | None = None) -> str:
+    """Return the allocation's device name: the keyed name of the sorted, distinct ids
+    (``hook.producer.namekey``, as the env file's name is made, so both agree for one allocation); ``key``
+    None: the node's key."""
+    from hook.producer.envfile import checked_ids
+    from hook.producer.namekey import keyed_name, load_key
 
-    return env_file_name(device_ids).removesuffix(".env")
+    ids = checked_ids(device_ids, "cdi alloc")
+    return keyed_name(ids, key if key is not None else load_key())
 
 
-def alloc_device(device_ids: Iterable[str]) -> str:
-    """Return the fully qualified CDI device an ``Allocate`` response names: ``gpu-env.dev/alloc=<hash>``."""
-    return f"{ALLOC_KIND}={alloc_name(device_ids)}"
+def alloc_device(device_ids: Iterable[str], key: bytes | None = None) -> str:
+    """Return the fully qualified CDI device an ``Allocate`` response names: ``gpu-env.dev/alloc=<name>``."""
+    return f"{ALLOC_KIND}={alloc_name(device_ids, key)}"
 
 
 def check_pod_uid(pod_uid: str) -> str:
@@ -64,9 +67,39 @@ def check_pod_uid(pod_uid: str) -> str:
     return pod_uid
 
 
-def alloc_spec_path(name: str, pod_uid: str, directory: str = DEFAULT_DIRECTORY) -> str:
-    """Return ``<directory>/gpu-env.dev-alloc_<hash>_<pod-uid>.json`` (the reference's transient name)."""
-    return os.path.join(directory, f"{FILE_PREFIX}{name}_{check_pod_uid(pod_uid)}.json")
+def alloc_pins(
+    pod_uid: str | None = None, pod_namespace: str | None = None, pod_name: str | None = None
+) -> dict[str, str]:
+    """The pod an allocation is written for (``hook.pipeline.pod``'s pin keys): its UID, or its namespace and
+    name (Kubernetes names: lower-case letters, digits, ``-`` and ``.``)."""
+    from hook.pipeline import pod
+
+    if pod_uid:
+        if pod_namespace or pod_name:
+            raise UsageError("cdi alloc: give --pod-uid, or --pod-namespace and --pod-name, not both")
+        return {pod.UID: check_pod_uid(pod_uid)}
+    if not (pod_namespace and pod_name):
+        raise UsageError("cdi alloc: --pod-uid, or --pod-namespace and --pod-name, is required")
+    for option, value in (("--pod-namespace", pod_namespace), ("--pod-name", pod_name)):
+        if len(value) > 253 or not set(value) <= _K8S_NAME_CHARS:
+            raise UsageError(
+                f"cdi alloc: {option} {quote(value, 64)} must be lower-case letters, digits, '-', '.'"
+            )
+    return {pod.NAMESPACE: pod_namespace, pod.NAME: pod_name}
+
+
+def alloc_spec_path(name: str, pins: dict[str, str], directory: str = DEFAULT_DIRECTORY) -> str:
+    """Return ``<directory>/gpu-env.dev-alloc_<name>_<pod-uid>.json``, or ``..._<namespace>_<name>.json``
+    (the reference's transient name, the pod in it: ``hook.pipeline.cdidevices.alloc_file_pins`` reads it
+    back)."""
+    from hook.pipeline import pod
+    from hook.pipeline.cdidevices import alloc_file_pins
+
+    where = pins[pod.UID] if pod.UID in pins else f"{pins[pod.NAMESPACE]}_{pins[pod.NAME]}"
+    file_name = f"{FILE_PREFIX}{name}_{where}.json"
+    if alloc_file_pins(file_name) != (name, pins):  # what the shim reads back must be this very pod
+        raise UsageError(f"cdi alloc: {quote(pod.describe_pin(pins), 64)} is not a Kubernetes pod name")
+    return os.path.join(directory, file_name)
 
 
 def build_alloc_spec(
@@ -116,7 +149,7 @@ def _env_entries(values: Mapping[str, str]) -> list[str]:
         if not is_env_name(key):
             raise UsageError(f"cdi alloc: key {quote(key, 64)} must match [A-Za-z_][A-Za-z0-9_]*")
         if key in envvars.RESERVED_KEYS:
-            raise UsageError(f"cdi alloc: key {key} is reserved: the pod is given with --pod-uid")
+            raise UsageError(f"cdi alloc: key {key} is reserved: the pod is given with the --pod options")
         rule = refused_key_rule(key, envvars.NVIDIA_ENV_FROM_FILE)
         if rule is not None:
             raise UsageError(f"cdi alloc: key {key} matches {rule} and may not be set for a container")
@@ -126,22 +159,23 @@ def _env_entries(values: Mapping[str, str]) -> list[str]:
     return entries
 
 
-def write_alloc_spec(spec: dict[str, Any], pod_uid: str, directory: str = DEFAULT_DIRECTORY) -> str:
+def write_alloc_spec(spec: dict[str, Any], pins: dict[str, str], directory: str = DEFAULT_DIRECTORY) -> str:
     """Check the spec as any engine would, remove the same allocation's spec of other pods, and write it
-    atomically (root-owned, 0644); return its path. The directory is created (0755) when missing."""
+    atomically, root-owned, 0600 (its variables may be secrets; engines read it as root); return its path.
+    The directory is created (0755) when missing."""
     import json
 
     from hook.cdi.spec import build_spec
     from hook.util.atomicwrite import write_atomic
 
     name = spec["devices"][0]["name"]
-    path = alloc_spec_path(name, pod_uid, directory)
+    path = alloc_spec_path(name, pins, directory)
     build_spec(spec, path=path, priority=0)  # what an engine would refuse is never written
     data = (json.dumps(spec, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     try:
         os.makedirs(directory, mode=0o755, exist_ok=True)
         for other in list_alloc_specs(directory):
-            if other.name == name and other.pod_uid != pod_uid:
+            if other.name == name and other.path != path:
                 os.unlink(other.path)
         write_atomic(path, data, mode=FILE_MODE, owner=(0, 0) if os.geteuid() == 0 else None)
     except OSError as err:
@@ -152,21 +186,31 @@ def write_alloc_spec(spec: dict[str, Any], pod_uid: str, directory: str = DEFAUL
 
 
 class AllocSpec:
-    """One per-allocation spec file found in a directory: its path, device name and pod."""
+    """One per-allocation spec file found in a directory: its path, allocation name and pod (pin keys)."""
 
-    __slots__ = ("name", "path", "pod_uid")
+    __slots__ = ("name", "path", "pins")
 
-    def __init__(self, path: str, name: str, pod_uid: str) -> None:
+    def __init__(self, path: str, name: str, pins: dict[str, str]) -> None:
         self.path = path
         self.name = name
-        self.pod_uid = pod_uid
+        self.pins = pins
+
+    @property
+    def pod(self) -> str:
+        """The pod as ``--live`` names it: its UID, or ``namespace/name``."""
+        from hook.pipeline import pod
+
+        return self.pins.get(pod.UID) or f"{self.pins[pod.NAMESPACE]}/{self.pins[pod.NAME]}"
 
     def __repr__(self) -> str:
         return f"AllocSpec({self.path!r})"
 
 
 def list_alloc_specs(directory: str = DEFAULT_DIRECTORY) -> list[AllocSpec]:
-    """Return our per-allocation spec files in a directory (by their names; other files are not ours)."""
+    """Return our per-allocation spec files in a directory: only names ``cdi alloc write`` makes (prefix, a
+    16- or 32-hex name, a pod, ``.json``); other files are not ours."""
+    from hook.pipeline.cdidevices import alloc_file_pins
+
     try:
         entries = sorted(os.listdir(directory))
     except FileNotFoundError:
@@ -175,20 +219,22 @@ def list_alloc_specs(directory: str = DEFAULT_DIRECTORY) -> list[AllocSpec]:
         raise CdiError(f"could not read the CDI spec directory {directory}: {err.strerror}") from None
     found = []
     for entry in entries:
-        if not (entry.startswith(FILE_PREFIX) and entry.endswith(".json")):
-            continue
-        name, sep, pod_uid = entry[len(FILE_PREFIX) : -len(".json")].partition("_")
-        if sep and len(name) == HASH_HEX_CHARS and pod_uid and set(pod_uid) <= _POD_UID_CHARS:
-            found.append(AllocSpec(os.path.join(directory, entry), name, pod_uid))
+        parsed = alloc_file_pins(entry)
+        if parsed is not None:
+            found.append(AllocSpec(os.path.join(directory, entry), *parsed))
     return found
 
 
 def remove_alloc_specs(device_ids: Iterable[str], directory: str = DEFAULT_DIRECTORY) -> list[str]:
-    """Remove every spec of the allocation of ``device_ids``; return the paths removed."""
-    name = alloc_name(device_ids)
+    """Remove every spec of the allocation of ``device_ids`` (under its keyed name, or the unkeyed name of
+    before the key); return the paths removed."""
+    from hook.producer.envfile import checked_ids
+    from hook.producer.namekey import legacy_name
+
+    names = {alloc_name(device_ids), legacy_name(checked_ids(device_ids, "cdi alloc remove"))}
     removed = []
     for spec in list_alloc_specs(directory):
-        if spec.name == name:
+        if spec.name in names:
             _unlink(spec.path)
             removed.append(spec.path)
     return removed
@@ -202,14 +248,30 @@ def live_pods_from_kubelet(pods_dir: str = KUBELET_PODS_DIR) -> frozenset[str]:
         raise CdiError(f"could not list the pods in {pods_dir}: {err.strerror}") from None
 
 
-def gc_alloc_specs(live_pods: frozenset[str], directory: str = DEFAULT_DIRECTORY) -> list[str]:
-    """Remove the per-allocation specs whose pod is not live; return the paths removed."""
-    removed = []
+def gc_alloc_specs(
+    live_pods: frozenset[str], directory: str = DEFAULT_DIRECTORY, *, names_known: bool = True
+) -> tuple[list[str], list[str]]:
+    """Remove the per-allocation specs whose pod is not live: ``live_pods`` holds UIDs and ``namespace/name``
+    pairs; with ``names_known`` False (live pods from kubelet's directories, which name UIDs only) a spec
+    pinned by namespace and name is kept. Every spec is tried: return the paths removed and one line per
+    spec that could not be removed."""
+    from hook.pipeline import pod
+    from hook.util.errors import os_error
+
+    removed: list[str] = []
+    failed: list[str] = []
     for spec in list_alloc_specs(directory):
-        if spec.pod_uid not in live_pods:
-            _unlink(spec.path)
-            removed.append(spec.path)
-    return removed
+        if spec.pod in live_pods or (pod.UID not in spec.pins and not names_known):
+            continue
+        try:
+            os.unlink(spec.path)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            failed.append(str(os_error("remove CDI spec", spec.path, err)))
+            continue
+        removed.append(spec.path)
+    return removed, failed
 
 
 def _unlink(path: str) -> None:

@@ -32,23 +32,12 @@ from hook.util.records import Record
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from typing import Any
 
-HASH_HEX_CHARS = 16
 SUFFIX = ".env"
 ROOT_OWNER = (0, 0)
-FILE_MODE = 0o644
+FILE_MODE = 0o600
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f"}
 _HEADER = "# Written by gpu-env-hook env-file write; read by the gpu-env-hook prestart hook.\n"
-
-
-def _sha256(data: bytes) -> Any:
-    """SHA-256 from the builtin implementation: hashlib would load OpenSSL for it (half a Python start)."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.11
-    except ImportError:  # pragma: no cover - 3.12 renamed it, other interpreters may lack it
-        from hashlib import sha256
-    return sha256(data)
 
 
 def parse_assignments(assignments: list[str], command: str) -> dict[str, str]:
@@ -81,25 +70,33 @@ def default_env_file_settings() -> EnvFileSettings:
 # --- the path scheme -------------------------------------------------------------------------------------
 
 
-def env_file_name(device_ids: Iterable[str]) -> str:
-    """Return ``<hash>.env``: the first 16 hex digits of sha256 over the sorted, distinct ids joined by
-    newlines (UTF-8). The same set of ids gives the same name in any order, with any repetition."""
+def checked_ids(device_ids: Iterable[str], command: str) -> list[str]:
+    """The sorted, distinct device ids a name is made from; none, an empty one or one with a newline or NUL
+    is a usage error naming ``command``."""
     ids = sorted(set(device_ids))
     if not ids:
-        raise UsageError("env-file path: at least one device id is required")
+        raise UsageError(f"{command}: at least one device id is required")
     for device_id in ids:
         if not device_id or "\n" in device_id or "\0" in device_id:
-            raise UsageError("env-file path: a device id must be non-empty, without newline or NUL")
-    digest: str = _sha256("\n".join(ids).encode("utf-8", "surrogatepass")).hexdigest()
-    return digest[:HASH_HEX_CHARS] + SUFFIX
+            raise UsageError(f"{command}: a device id must be non-empty, without newline or NUL")
+    return ids
 
 
-def env_file_path(device_ids: Iterable[str], directory: str | None = None) -> str:
+def env_file_name(device_ids: Iterable[str], key: bytes | None = None) -> str:
+    """Return ``<name>.env``: the keyed name of the set of ids (``hook.producer.namekey``: HMAC-SHA256 under
+    the node's key, 32 hex digits), the same in any order, with any repetition; ``key`` None: the node's key."""
+    from hook.producer.namekey import keyed_name, load_key
+
+    ids = checked_ids(device_ids, "env-file path")
+    return keyed_name(ids, key if key is not None else load_key()) + SUFFIX
+
+
+def env_file_path(device_ids: Iterable[str], directory: str | None = None, key: bytes | None = None) -> str:
     """Return the env file's path for ``device_ids`` under ``directory`` (default: the first configured
     ``[env-file] directories`` entry of a default node, ``/run/nvidia-env``)."""
     if directory is None:
         directory = default_env_file_settings().directories[0]
-    return os.path.join(directory, env_file_name(device_ids))
+    return os.path.join(directory, env_file_name(device_ids, key))
 
 
 # --- the writer ------------------------------------------------------------------------------------------
@@ -174,7 +171,8 @@ def write_env_file(
     pod_name: str | None = None,
 ) -> None:
     """Write the env file atomically (temp file beside it, fsync, rename, fsync the directory), owned by
-    root, mode 0644, inside the configured directories: the hook never sees a partial file.
+    root, mode 0600 (its variables may be secrets), inside the configured directories: the hook never sees a
+    partial file.
 
     The directory that holds the file is reached by the hook's own walk (hook.util.beneath): below the
     configured directory no symlink is followed, so the writer (root) never writes where the hook would
@@ -197,7 +195,7 @@ def write_env_file(
     try:
         directory_fd, name = open_directory_beneath(path, settings.directories)
     except EnvFileMissingError:
-        raise refuse(path, "its directory does not exist (create it root-owned, mode 0755)") from None
+        raise refuse(path, "its directory does not exist (create it root-owned, mode 0700)") from None
     try:
         write_atomic(name, data, mode=FILE_MODE, owner=owner, dir_fd=directory_fd)
     except OSError as err:
@@ -348,3 +346,56 @@ def _binding_step(
         else " (give --pod-uid, or --pod-namespace and --pod-name, to check it against a pod)"
     )
     return CheckStep("binding", ok=True, detail=f"pinned to {pod.describe_pin(reserved)}{checked}")
+
+
+# --- collecting ------------------------------------------------------------------------------------------
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_written_name(name: str) -> bool:
+    """Tell whether ``name`` is one ``env-file write`` makes: 32 hex digits (16 before the naming key) and
+    ``.env``. Other files in the directory are not ours and are never touched."""
+    stem = name.removesuffix(SUFFIX)
+    return name.endswith(SUFFIX) and len(stem) in (16, 32) and set(stem) <= _HEX
+
+
+def gc_env_files(
+    live_pods: frozenset[str], settings: EnvFileSettings, *, names_known: bool = True
+) -> tuple[list[str], list[str]]:
+    """Remove the env files of pods that are gone, in every configured directory: files named as ``env-file
+    write`` names them whose pin (read with the hook's own reader) names a pod not in ``live_pods`` (UIDs
+    and ``namespace/name`` pairs; with ``names_known`` False a file pinned by namespace and name only is
+    kept). An unpinned file is kept (nothing says whose it is). Every file is tried: return the paths
+    removed and one line per file that could not be read or removed."""
+    removed: list[str] = []
+    failed: list[str] = []
+    for directory in settings.directories:
+        try:
+            names = sorted(os.listdir(directory))
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            failed.append(str(os_error("list env files", directory, err)))
+            continue
+        for name in filter(is_written_name, names):
+            path = os.path.join(directory, name)
+            try:
+                pins = find_pins(read_env_file(load_env_file_bytes(path, settings), path).bindings, path)
+            except HookError as err:
+                failed.append(f"{err} (kept)")
+                continue
+            if not pod.is_pinned(pins):
+                continue
+            owner = pins.get(pod.UID) or f"{pins.get(pod.NAMESPACE, '')}/{pins.get(pod.NAME, '')}"
+            if owner in live_pods or (pod.UID not in pins and not names_known):
+                continue
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                failed.append(str(os_error("remove env file", path, err)))
+                continue
+            removed.append(path)
+    return removed, failed

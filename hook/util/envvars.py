@@ -24,6 +24,10 @@ GPU_ENV_HOOK_ENGINE = "GPU_ENV_HOOK_ENGINE"
 GPU_ENV_RUNTIME_PID = "GPU_ENV_RUNTIME_PID"
 GPU_ENV_RUNTIME_PROBE = "GPU_ENV_RUNTIME_PROBE"
 
+# The producer's naming key file (``hook.producer.namekey``), when not the default
+# /var/lib/gpu-env-hook/alloc.key: set in the device plugin's own environment, never read by the hook.
+GPU_ENV_HOOK_NAME_KEY = "GPU_ENV_HOOK_NAME_KEY"
+
 # The env-file feature: the default name of the variable that names the file.
 NVIDIA_ENV_FROM_FILE = "NVIDIA_ENV_FROM_FILE"
 

@@ -331,7 +331,12 @@ def test_pinned_version_older_than_fields(tmp_path: Path, image: str) -> None:
     assert config is not None
     assert any(d["path"] == "/dev/nvidia0" for d in config["linux"]["devices"])
     assert load_registry([str(etc)]).errors == {
-        str(path): [f"invalid CDI spec {path}: the spec version must be at least v0.5.0"]
+        str(path): [
+            (
+                f"invalid CDI spec {path}: the spec version must be at least v0.5.0 (cdiVersion is "
+                '"0.3.0"; name (a device name starting with a digit) needs it)'
+            )
+        ]
     }
 
 

@@ -10,6 +10,7 @@ gRPC API as kubelet starts it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -307,6 +308,12 @@ ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=1,2\nUSER_CUS
             "GPU_ENV_HOOK_POD_UID=uid-gpu\n",
             id="file-pinned-to-the-pod",
         ),
+        pytest.param(
+            # run_in_pod's pod "gpu" in "default" (what pod-resources List() gives a device plugin):
+            # containerd passes them as io.kubernetes.cri.sandbox-namespace / -name.
+            "GPU_ENV_HOOK_POD_NAMESPACE=default\nGPU_ENV_HOOK_POD_NAME=gpu\n",
+            id="file-pinned-by-namespace-and-name",
+        ),
     ],
 )
 def test_cri_pod_through_the_handler_gets_the_env_file(
@@ -357,6 +364,50 @@ def test_cri_pod_through_the_handler_gets_the_env_file(
     assert "--device=1,2" in found["argv"]
     assert gpu_env_hook("uninstall", "--engine", "containerd", "--root", str(node)).returncode == 0
     assert (node / "etc/containerd/config.toml").read_text() == CRI_TEST_CONFIG
+
+
+def test_cri_pod_of_another_name_is_refused_the_file(tmp_path: Path, containerd_image_archive: Path) -> None:
+    """A file pinned by namespace and name to another pod: the container is refused through a real containerd
+    (its own sandbox-name annotation differs), the cli never runs."""
+    record = tmp_path / "cli-record.json"
+    env_file = tmp_path / "nvidia-env" / "pod-b.env"
+    env_file.parent.mkdir()
+    env_file.write_text(ENV_FILE + "GPU_ENV_HOOK_POD_NAMESPACE=default\nGPU_ENV_HOOK_POD_NAME=victim\n")
+    env_file.chmod(0o600)
+    hook_config = (
+        "[nvidia-container-cli]\n"
+        f'path = "{STANDIN_CLI}"\n'
+        f'environment = ["STANDIN_RECORD={record}"]\n'
+        "[env-file]\n"
+        f'directories = ["{env_file.parent}"]\n'
+    )
+    node = write_node(
+        tmp_path / "node", {"/etc/containerd/config.toml": CRI_TEST_CONFIG, CONFIG: hook_config}
+    )
+    proc = gpu_env_hook(
+        "install", "--engine", "containerd", "--root", str(node), "--python", PYTHON, "--config", CONFIG
+    )
+    assert proc.returncode == 0, proc.stderr
+    refusal = (
+        f"env file '{env_file}': is pinned to another pod (annotation io.kubernetes.cri.sandbox-name differs)"
+    )
+    with running(node, tmp_path / "daemon") as daemon:
+        daemon.import_image(containerd_image_archive)
+        client = CriClient(daemon.address)
+        try:
+            with pytest.raises(Exception, match=re.escape(refusal)):
+                run_in_pod(
+                    client,
+                    workdir=tmp_path,
+                    handler=HANDLER,
+                    image=CONTAINERD_IMAGE,
+                    command=["/bin/env"],
+                    env={"NVIDIA_ENV_FROM_FILE": str(env_file)},
+                )
+        finally:
+            client.close()
+    assert load_record(record) is None
+    assert gpu_env_hook("uninstall", "--engine", "containerd", "--root", str(node)).returncode == 0
 
 
 # --- doctor, reading containerd config dump ---------------------------------------------------------------

@@ -25,6 +25,7 @@ from hook.pipeline.config import parse_config
 from hook.producer.alloc import (
     alloc_device,
     alloc_name,
+    alloc_pins,
     build_alloc_spec,
     gc_alloc_specs,
     list_alloc_specs,
@@ -66,7 +67,7 @@ def test_alloc_name_is_order_free() -> None:
         == alloc_device(["a", "b"])
         == f"gpu-env.dev/alloc={alloc_name(['a', 'b'])}"
     )
-    assert len(alloc_name(["a"])) == 16
+    assert len(alloc_name(["a"])) == 32
 
 
 def test_alloc_spec_carries_real_edits_and_variables(node: Node) -> None:
@@ -110,7 +111,7 @@ def test_alloc_spec_carries_real_edits_and_variables(node: Node) -> None:
             ["0"],
             {"GPU_ENV_HOOK_POD_UID": "x"},
             r"cdi alloc: key GPU_ENV_HOOK_POD_UID is reserved: the pod "
-            r"is given with --pod-uid",
+            r"is given with the --pod options",
             id="reserved-key",
         ),
     ],
@@ -136,19 +137,19 @@ def test_write_replaces_other_pods_and_gc(node: Node) -> None:
     registry = load_registry([str(node.etc)])
     name = alloc_name(["v1"])
     spec = build_alloc_spec(name, ["0"], {}, registry, default_kind="nvidia.com/gpu")
-    old = write_alloc_spec(spec, "pod-old", str(node.run))
+    old = write_alloc_spec(spec, alloc_pins("pod-old"), str(node.run))
     other = write_alloc_spec(
         build_alloc_spec(alloc_name(["v2"]), ["1"], {}, registry, default_kind="nvidia.com/gpu"),
-        "pod-b",
+        alloc_pins("pod-b"),
         str(node.run),
     )
-    new = write_alloc_spec(spec, "pod-new", str(node.run))
+    new = write_alloc_spec(spec, alloc_pins("pod-new"), str(node.run))
     assert not Path(old).exists()
     assert Path(new).name == f"gpu-env.dev-alloc_{name}_pod-new.json"
-    assert Path(new).stat().st_mode & 0o777 == 0o644
+    assert Path(new).stat().st_mode & 0o777 == 0o600
     assert load_spec(new).devices[name]["containerEdits"]["env"][-1] == "NVIDIA_VISIBLE_DEVICES=void"
-    assert sorted(s.pod_uid for s in list_alloc_specs(str(node.run))) == ["pod-b", "pod-new"]
-    assert gc_alloc_specs(frozenset({"pod-new"}), str(node.run)) == [other]
+    assert sorted(s.pod for s in list_alloc_specs(str(node.run))) == ["pod-b", "pod-new"]
+    assert gc_alloc_specs(frozenset({"pod-new"}), str(node.run)) == ([other], [])
     assert [s.path for s in list_alloc_specs(str(node.run))] == [new]
     # The node's registry now resolves the allocation like any device.
     assert f"gpu-env.dev/alloc={name}" in load_registry([str(node.etc), str(node.run)]).devices
@@ -278,7 +279,10 @@ def test_cli_validate(node: Node, tmp_path: Path) -> None:
     )
     code, out, err = node.invoke("cdi", "validate", str(bad))
     assert (code, out) == (1, "")
-    assert err == f"gpu-env-hook: invalid CDI spec {bad}: the spec version must be at least v0.5.0\n"
+    assert err == (
+        f"gpu-env-hook: invalid CDI spec {bad}: the spec version must be at least v0.5.0 (cdiVersion is "
+        '"0.4.0"; name (a device name starting with a digit) needs it)\n'
+    )
 
 
 def test_resolve_shows_cdi_edits(node: Node, tmp_path: Path) -> None:
@@ -440,3 +444,30 @@ def test_cli_validate_says_untrusted(node: Node) -> None:
         f"untrusted CDI spec directory {node.spec_path.parent}: must be owned by root (uid 0), is owned by "
         "uid 1000"
     )
+
+
+def test_alloc_gc_leaves_foreign_files_and_reports_unremovable(node: Node) -> None:
+    """cdi alloc gc removes only files named as cdi alloc write names them (prefix, hex name, pod, .json);
+    it goes on past one it cannot remove, reports it in one line and exits 1."""
+    registry = load_registry([str(node.etc)])
+    spec = build_alloc_spec(alloc_name(["v1"]), ["0"], {}, registry, default_kind="nvidia.com/gpu")
+    dead = Path(write_alloc_spec(spec, alloc_pins("dead"), str(node.run)))
+    spec2 = build_alloc_spec(alloc_name(["v2"]), ["1"], {}, registry, default_kind="nvidia.com/gpu")
+    stuck = Path(write_alloc_spec(spec2, alloc_pins(pod_namespace="ns", pod_name="gone"), str(node.run)))
+    foreign = [
+        node.run / "gpu-env.dev-alloc_notahash_dead.json",
+        node.run / "gpu-env.dev-alloc_0123456789abcdef_dead.yaml",
+        node.run / "gpu-env.dev-alloc_0123456789abcdef_../x.json".replace("/", "-"),
+        node.run / "other-vendor.json",
+    ]
+    for path in foreign:
+        path.write_text("{}")
+    # A spec it cannot remove: its name is a non-empty directory.
+    blocker = node.run / ("gpu-env.dev-alloc_" + "a" * 32 + "_dead.json")
+    (blocker / "inside").mkdir(parents=True)
+    code, out, err = node.invoke("cdi", "alloc", "gc", "--live", "pod-x", "--dir", str(node.run))
+    assert code == 1
+    assert sorted(out.splitlines()) == sorted([f"removed {dead}", f"removed {stuck}"])
+    (line,) = err.splitlines()
+    assert line.startswith(f"gpu-env-hook: could not remove CDI spec {blocker}: ")
+    assert all(path.exists() for path in foreign)

@@ -95,14 +95,18 @@ def test_minimum_version(spec: dict[str, Any], needed: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        pytest.param(spec_with(cdiVersion="0.9.0"), r'invalid version "0.9.0"', id="unknown-version"),
-        pytest.param(spec_with(cdiVersion=None), r'invalid version ""', id="no-version"),
         pytest.param(
-            spec_with(cdiVersion="0.2.0"), r"the spec version must be at least v0.3.0", id="too-old"
+            spec_with(cdiVersion="0.9.0"), r'invalid version "0.9.0" in cdiVersion', id="unknown-version"
+        ),
+        pytest.param(spec_with(cdiVersion=None), r'invalid version "" in cdiVersion', id="no-version"),
+        pytest.param(
+            spec_with(cdiVersion="0.2.0"),
+            r'the spec version must be at least v0.3.0 \(cdiVersion is "0.2.0"; every spec needs it\)',
+            id="too-old",
         ),
         pytest.param(
             spec_with(cdiVersion="0.5.0", annotations={"a": "b"}),
-            r"the spec version must be at least v0.6.0",
+            r'the spec version must be at least v0.6.0 \(cdiVersion is "0.5.0"; annotations needs it\)',
             id="annotations-need-0.6",
         ),
         pytest.param(
@@ -110,8 +114,13 @@ def test_minimum_version(spec: dict[str, Any], needed: str) -> None:
                 cdiVersion="1.0.0",
                 containerEdits={"netDevices": [{"hostInterfaceName": "eth1", "name": "e"}]},
             ),
-            r"the spec version must be at least v1.1.0",
+            r'the spec version must be at least v1.1.0 \(cdiVersion is "1.0.0"; netDevices needs it\)',
             id="net-devices-need-1.1",
+        ),
+        pytest.param(
+            spec_with(cdiVersion="0.6.0", containerEdits={"additionalGids": [5]}),
+            r'the spec version must be at least v0.7.0 \(cdiVersion is "0.6.0"; additionalGids needs it\)',
+            id="additional-gids-need-0.7",
         ),
         pytest.param(spec_with(kind="gpu"), r"invalid vendor. empty name", id="kind-without-vendor"),
         pytest.param(
@@ -142,7 +151,7 @@ def test_minimum_version(spec: dict[str, Any], needed: str) -> None:
         ),
         pytest.param(
             spec_with(devices=[{"name": "gpu0", "containerEdits": {}}]),
-            r'failed add device "gpu0": invalid device, empty device edits',
+            r'failed add device "gpu0": invalid device, empty device edits \(containerEdits\)',
             id="empty-device-edits",
         ),
         pytest.param(
@@ -188,12 +197,12 @@ def test_minimum_version(spec: dict[str, Any], needed: str) -> None:
         ),
         pytest.param(
             spec_with(containerEdits={"mounts": [{"containerPath": "/x"}]}),
-            r"invalid mount, empty host path",
+            r"invalid mount, empty host path \(hostPath\)",
             id="mount-host",
         ),
         pytest.param(
             spec_with(containerEdits={"mounts": [{"hostPath": "/x"}]}),
-            r"invalid mount, empty container path",
+            r"invalid mount, empty container path \(containerPath\)",
             id="mount-container",
         ),
         pytest.param(
@@ -552,3 +561,41 @@ def test_any_text_is_a_value_or_a_refusal(loader: type, text: str) -> None:
     else:
         message = ""
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param(
+            spec_with(
+                containerEdits={"hooks": [{"hookName": "prestart", "path": "/bin/true", "timeout": -1}]}
+            ),
+            r'invalid hook "prestart": negative timeout -1 \(timeout\)',
+            id="negative-hook-timeout",
+        ),
+        pytest.param(
+            spec_with(devices=[device(deviceNodes=[{"path": "/dev/x", "major": -1, "minor": 0}])]),
+            r'failed add device "gpu0": invalid device "gpu0": device "/dev/x": invalid \(negative\) device '
+            r"number -1:0",
+            id="negative-device-number",
+        ),
+    ],
+)
+def test_reference_refusals(spec: dict[str, Any], message: str) -> None:
+    """What the reference library refuses and we once accepted."""
+    with pytest.raises(CdiError, match=rf"^{message}$"):
+        build_spec(spec, path="/x.json", priority=0)
+
+
+def test_yaml_number_where_a_string_is_wanted_is_its_text(tmp_path: Path) -> None:
+    """YAML ``name: 0`` is the device "0", as the reference (sigs.k8s.io/yaml) reads a scalar in a string
+    field; so are numbers and booleans in env entries and annotations."""
+    path = tmp_path / "x.yaml"
+    path.write_text(
+        "cdiVersion: 0.6.0\nkind: a.com/b\nannotations: {ready: true, count: 3}\ndevices:\n- name: 0\n"
+        "  containerEdits:\n    env: [A=1]\n    hooks: [{hookName: prestart, path: /bin/true, args: [x, 1]}]\n"
+    )
+    spec = load_spec(str(path))
+    assert list(spec.devices) == ["0"]
+    assert spec.document["annotations"] == {"ready": "true", "count": "3"}
+    assert spec.devices["0"]["containerEdits"]["hooks"][0]["args"] == ["x", "1"]

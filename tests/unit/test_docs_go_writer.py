@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, env_settings
 
 from hook.producer.envfile import check_env_file, env_file_path
+from hook.producer.namekey import key_path, load_key
 
 WRITER = REPO / "docs" / "examples" / "go-env-file-writer" / "main.go"
 VALUES = {
@@ -52,8 +53,9 @@ def test_go_writer_output_reads_back_exactly(tmp_path: Path) -> None:
         "CGO_ENABLED": "0",
     }
     assignments = [f"{key}={value}" for key, value in VALUES.items()]
+    load_key()  # the node's key, made by gpu-env-hook on first use; the Go writer only reads it
     proc = subprocess.run(
-        ["go", "run", str(WRITER), "-dir", str(directory), "-pod-uid", "pod-1", "-container", "main",
+        ["go", "run", str(WRITER), "-dir", str(directory), "-key", key_path(), "-pod-uid", "pod-1", "-container", "main",
          "fake2", "fake0", "fake1", "fake0", "--", *assignments],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False,
     )  # fmt: skip
@@ -65,5 +67,5 @@ def test_go_writer_output_reads_back_exactly(tmp_path: Path) -> None:
     assert report.ok, [(step.name, step.detail) for step in report.steps]
     assert report.values == VALUES
     assert (report.pinned_pod_uid, report.pinned_container) == ("pod-1", "main")
-    assert Path(path).stat().st_mode & 0o777 == 0o644
+    assert Path(path).stat().st_mode & 0o777 == 0o600
     assert [p.name for p in directory.iterdir()] == [Path(path).name]  # no temp file left behind

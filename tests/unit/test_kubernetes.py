@@ -113,8 +113,8 @@ def test_container_is_privileged_with_the_host_root(container: dict[str, Any], p
     """The container is privileged and sees the node's / at $HOST, where install writes with --root."""
     assert container["securityContext"]["privileged"] is True
     env = {item["name"]: item["value"] for item in container["env"]}
-    (mount,) = container["volumeMounts"]
-    (volume,) = pod["volumes"]
+    mount = container["volumeMounts"][0]
+    volume = pod["volumes"][0]
     assert mount == {"name": volume["name"], "mountPath": env["HOST"]}
     assert volume["hostPath"] == {"path": "/", "type": "Directory"}
 
@@ -188,3 +188,14 @@ def test_manifest_names_the_image_make_image_builds() -> None:
     ignore = (REPO / ".dockerignore").read_text().splitlines()
     assert "*" in ignore
     assert {line[1:] for line in ignore if line.startswith("!")} == copied
+
+
+def test_pod_mounts_the_naming_key(container: dict[str, Any], pod: dict[str, Any]) -> None:
+    """The node's naming key directory is mounted where producer commands look for it (hook.producer.namekey)."""
+    from hook.producer.namekey import DEFAULT_PATH
+
+    directory = str(Path(DEFAULT_PATH).parent)
+    mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+    volumes = {volume["name"]: volume.get("hostPath", {}) for volume in pod["volumes"]}
+    assert mounts["name-key"] == directory
+    assert volumes["name-key"] == {"path": directory, "type": "DirectoryOrCreate"}

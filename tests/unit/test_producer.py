@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import env_settings
+from conftest import REPO, env_settings
 from envfile_comment_quote import comment_quote_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,9 +23,11 @@ from hook.producer.envfile import (
     check_env_file,
     env_file_name,
     env_file_path,
+    gc_env_files,
     quote_value,
     write_env_file,
 )
+from hook.producer.namekey import hmac_sha256, load_key
 from hook.util.errors import EnvFileError, UsageError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
@@ -44,14 +48,77 @@ needs_root = pytest.mark.skipif(
     ],
 )
 def test_env_file_name_depends_only_on_the_set_of_ids(ids: list[str]) -> None:
-    """Allocate and PreStartContainer get the same name whatever the order or repetition of the ids."""
-    expected = hashlib.sha256(b"fake0\nfake1\nfake2").hexdigest()[:16] + ".env"
-    assert env_file_name(ids) == expected
+    """Allocate and PreStartContainer get the same name whatever the order or repetition of the ids: the
+    HMAC-SHA256 of the sorted ids under the node's key, 32 hex digits (128 bits)."""
+    key = b"k" * 32
+    expected = hmac.new(key, b"fake0\nfake1\nfake2", "sha256").hexdigest()[:32] + ".env"
+    assert env_file_name(ids, key) == expected
+    assert env_file_name(ids) == env_file_name(ids, load_key())
 
 
 def test_env_file_path_defaults_to_the_default_directory() -> None:
     """Without a directory the path lies in /run/nvidia-env, the default [env-file] directory."""
-    assert env_file_path(["a"]) == "/run/nvidia-env/" + hashlib.sha256(b"a").hexdigest()[:16] + ".env"
+    assert env_file_path(["a"]) == "/run/nvidia-env/" + env_file_name(["a"])
+
+
+def test_two_keys_give_different_names() -> None:
+    """A tenant who knows the ids but not the node's key cannot compute the name."""
+    assert env_file_name(["gpu-0"], b"a" * 32) != env_file_name(["gpu-0"], b"b" * 32)
+
+
+@pytest.mark.parametrize("key", [b"", b"k", b"k" * 64, b"k" * 65, bytes(range(256))], ids=len)
+@pytest.mark.parametrize("message", [b"", b"a", b"x" * 200], ids=len)
+def test_hmac_is_rfc_2104(key: bytes, message: bytes) -> None:
+    """The HMAC over the builtin SHA-256 is the hmac module's, for short, block-sized and long keys."""
+    assert hmac_sha256(key, message) == hmac.new(key, message, "sha256").digest()
+
+
+def test_key_created_once_0600_and_kept(tmp_path: Path) -> None:
+    """The first use creates the key, root-only 0600 in a 0700 directory; later uses (a producer restart)
+    read the same key, so names stay."""
+    path = str(tmp_path / "lib" / "alloc.key")
+    key = load_key(path)
+    assert len(key) == 32
+    assert Path(path).stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "lib").stat().st_mode & 0o777 == 0o700
+    assert load_key(path) == key
+    assert [p.name for p in (tmp_path / "lib").iterdir()] == ["alloc.key"]  # no temporary file left
+
+
+def test_racing_first_producers_agree(tmp_path: Path) -> None:
+    """Producers racing on first use (separate processes) all end with the one key that won the link."""
+    path = tmp_path / "alloc.key"
+    code = "import sys; from hook.producer.namekey import load_key; sys.stdout.write(load_key(sys.argv[1]).hex())"
+    racers = [
+        subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+        for _ in range(8)
+    ]
+    keys = {racer.communicate(timeout=60)[0] for racer in racers}
+    assert keys == {path.read_bytes().hex()}
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "message"),
+    [
+        pytest.param(b"short", 0o600, "holds 5 bytes, not a 32-byte key", id="wrong-size"),
+        pytest.param(b"k" * 32, 0o644, "must be readable by its owner only (mode 0644)", id="readable"),
+        pytest.param(None, 0o600, "is not a regular file", id="directory"),
+    ],
+)
+def test_bad_key_refused_never_replaced(
+    tmp_path: Path, content: bytes | None, mode: int, message: str
+) -> None:
+    """A key that is there but is no key is refused, and left as it is (never regenerated)."""
+    path = tmp_path / "alloc.key"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+        path.chmod(mode)
+    with pytest.raises(UsageError, match=rf"^naming key {path}: {re.escape(message)} \(it is never replaced"):
+        env_file_name(["a"], load_key(str(path)))
+    if content is not None:
+        assert path.read_bytes() == content
 
 
 def test_env_file_path_uses_the_given_directory() -> None:
@@ -201,8 +268,8 @@ def test_build_refuses_what_the_hook_would_refuse(
 
 
 @needs_root
-def test_write_creates_a_root_owned_0644_file_the_hook_accepts(env_dir: Path) -> None:
-    """The written file is root-owned, mode 0644, one link, and the hook's loader and parser accept it."""
+def test_write_creates_a_root_owned_0600_file_the_hook_accepts(env_dir: Path) -> None:
+    """The written file is root-owned, mode 0600, one link, and the hook's loader and parser accept it."""
     path = env_dir / "abc.env"
     settings_ = env_settings(env_dir)
     os.umask(0o077)  # the mode must not depend on the caller's umask
@@ -211,7 +278,7 @@ def test_write_creates_a_root_owned_0644_file_the_hook_accepts(env_dir: Path) ->
     finally:
         os.umask(0o022)
     info = path.stat()
-    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode), info.st_nlink) == (0, 0, 0o644, 1)
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode), info.st_nlink) == (0, 0, 0o600, 1)
     data = load_env_file_bytes(str(path), settings_)
     assert parse_env_file(data, str(path), variable=VAR) == (
         {"NVIDIA_VISIBLE_DEVICES": "0,1"},
@@ -282,7 +349,7 @@ def test_write_into_a_nested_directory(env_dir: Path) -> None:
     """A real directory below the configured one is walked into and written."""
     (env_dir / "sub").mkdir()
     write_env_file(str(env_dir / "sub" / "x.env"), {"A": "1"}, settings=env_settings(env_dir))
-    assert (env_dir / "sub" / "x.env").stat().st_mode & 0o777 == 0o644
+    assert (env_dir / "sub" / "x.env").stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in (env_dir / "sub").iterdir()) == ["x.env"]
 
 
@@ -472,3 +539,35 @@ def test_device_plugin_api_has_its_own_home_above_the_hook() -> None:
     )
     proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout == "False False False\nTrue True True\n"
+
+
+# --- collecting ------------------------------------------------------------------------------------------
+
+
+@needs_root
+def test_env_file_gc_removes_dead_pods_files_only(env_dir: Path) -> None:
+    """env-file gc: files written for pods that are gone go; live pods' files, unpinned files and files it
+    did not write stay; a file it cannot read is reported (exit 1 in the command) and the rest still done."""
+    settings_ = env_settings(env_dir, pod_binding_engine="containerd")
+
+    def write(ids: list[str], **pins: str) -> Path:
+        path = env_file_path(ids, str(env_dir))
+        write_env_file(path, {"A": "1"}, settings=settings_, **pins)  # type: ignore[arg-type]
+        return Path(path)
+
+    dead_uid = write(["a"], pod_uid="dead")
+    live_uid = write(["b"], pod_uid="live")
+    dead_name = write(["c"], pod_namespace="ns", pod_name="gone-0")
+    live_name = write(["d"], pod_namespace="ns", pod_name="web-0")
+    unpinned = write(["e"])
+    legacy = write_raw(env_dir / "0123456789abcdef.env", "GPU_ENV_HOOK_POD_UID=dead\nA=1\n", 0o600)
+    foreign = write_raw(env_dir / "notes.env", "GPU_ENV_HOOK_POD_UID=dead\n", 0o600)
+    loose = write_raw(env_dir / ("f" * 32 + ".env"), "GPU_ENV_HOOK_POD_UID=dead\n", 0o666)
+    removed, failed = gc_env_files(frozenset({"live", "ns/web-0"}), settings_)
+    assert sorted(removed) == sorted([str(legacy), str(dead_uid), str(dead_name)])
+    assert failed == [f"env file '{loose}': must not be group- or world-writable (mode 0666) (kept)"]
+    assert all(p.exists() for p in (live_uid, live_name, unpinned, foreign, loose))
+    # Without --live (kubelet's directories name UIDs only) a namespace/name file is kept.
+    dead_name = write(["c"], pod_namespace="ns", pod_name="gone-0")
+    assert gc_env_files(frozenset({"live"}), settings_, names_known=False)[0] == []
+    assert dead_name.exists()

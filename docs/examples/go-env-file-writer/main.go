@@ -1,14 +1,17 @@
 // Command go-env-file-writer is a minimal, standard-library-only writer of gpu-env-hook env files, for
 // device plugins written in Go. It follows docs/env-file.md, "The format, as a specification":
 //
-//	go run main.go -dir /run/nvidia-env -pod-uid UID [-container NAME] DEVICE_ID... -- KEY=VALUE...
+//	go run main.go -dir /run/nvidia-env [-key FILE] (-pod-uid UID | -pod-namespace NS -pod-name NAME)
+//	    [-container NAME] DEVICE_ID... -- KEY=VALUE...
 //
-// It prints the file's path (the same for any order of the device ids), then writes the file atomically:
-// a temporary file in the same directory, mode 0644, fsync, rename over the final name, fsync of the
-// directory. Run it as root: the hook accepts only root-owned files.
+// It prints the file's path (the same for any order of the device ids: HMAC-SHA256 under the node's naming
+// key, which gpu-env-hook creates on first use at /var/lib/gpu-env-hook/alloc.key), then writes the file
+// atomically: a temporary file in the same directory, mode 0600, fsync, rename over the final name, fsync of
+// the directory. Run it as root: the hook accepts only root-owned files, and the key is root's.
 package main
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -24,9 +27,30 @@ import (
 // keyPattern is the only key shape the hook accepts.
 var keyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// EnvFileName returns "<16 hex digits>.env" for a set of device ids: sha256 of the sorted, distinct ids
-// joined by "\n", first 16 hex digits.
-func EnvFileName(deviceIDs []string) (string, error) {
+// ReadKey reads the node's naming key: a regular file of exactly 32 bytes that only its owner may read.
+// It never creates one (gpu-env-hook does, atomically, on first use): a key made here could differ from
+// the one the node's other producers use.
+func ReadKey(path string) ([]byte, error) {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("naming key %s: must be a regular file of mode 0600", path)
+	}
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("naming key %s: holds %d bytes, not a 32-byte key", path, len(key))
+	}
+	return key, nil
+}
+
+// EnvFileName returns "<32 hex digits>.env" for a set of device ids: HMAC-SHA256 under the node's key of
+// the sorted, distinct ids joined by "\n", first 32 hex digits (128 bits).
+func EnvFileName(key []byte, deviceIDs []string) (string, error) {
 	seen := map[string]bool{}
 	var ids []string
 	for _, id := range deviceIDs {
@@ -42,8 +66,9 @@ func EnvFileName(deviceIDs []string) (string, error) {
 		return "", errors.New("no device id")
 	}
 	sort.Strings(ids) // byte order, as Python's sorted() on str for these ids
-	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
-	return hex.EncodeToString(sum[:])[:16] + ".env", nil
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(strings.Join(ids, "\n")))
+	return hex.EncodeToString(mac.Sum(nil))[:32] + ".env", nil
 }
 
 // Quote renders a value in double quotes with the escapes the hook's reader decodes.
@@ -74,15 +99,23 @@ func Quote(value string) string {
 	return b.String()
 }
 
-// Render returns the file's text: the pin keys first, then the variables in the order given.
-func Render(podUID, container string, keys []string, values map[string]string) (string, error) {
+// Render returns the file's text: the pin keys first (the pod's UID, or its namespace and name as
+// kubelet's pod-resources List() reports them), then the variables in the order given.
+func Render(podUID, podNamespace, podName, container string, keys []string, values map[string]string) (string, error) {
 	var b strings.Builder
 	b.WriteString("# Written by go-env-file-writer; read by the gpu-env-hook prestart hook.\n")
 	if podUID != "" {
 		b.WriteString("GPU_ENV_HOOK_POD_UID=" + Quote(podUID) + "\n")
 	}
+	if (podNamespace == "") != (podName == "") {
+		return "", errors.New("a pod namespace pin needs a pod name pin, and the reverse")
+	}
+	if podNamespace != "" {
+		b.WriteString("GPU_ENV_HOOK_POD_NAMESPACE=" + Quote(podNamespace) + "\n")
+		b.WriteString("GPU_ENV_HOOK_POD_NAME=" + Quote(podName) + "\n")
+	}
 	if container != "" {
-		if podUID == "" {
+		if podUID == "" && podNamespace == "" {
 			return "", errors.New("a container pin needs a pod pin")
 		}
 		b.WriteString("GPU_ENV_HOOK_CONTAINER_NAME=" + Quote(container) + "\n")
@@ -107,7 +140,7 @@ func isUTF8(s string) bool {
 	return strings.ToValidUTF8(s, "\uFFFD") == s
 }
 
-// WriteAtomically writes text at path: temp file in the same directory, 0644, fsync, rename, fsync dir.
+// WriteAtomically writes text at path: temp file in the same directory, 0600, fsync, rename, fsync dir.
 func WriteAtomically(path, text string) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -119,7 +152,7 @@ func WriteAtomically(path, text string) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if err = tmp.Chmod(0o644); err != nil {
+	if err = tmp.Chmod(0o600); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -147,7 +180,10 @@ func WriteAtomically(path, text string) (err error) {
 
 func main() {
 	dir := flag.String("dir", "/run/nvidia-env", "the node's [env-file] directory")
+	keyPath := flag.String("key", "/var/lib/gpu-env-hook/alloc.key", "the node's naming key")
 	podUID := flag.String("pod-uid", "", "pin the file to this pod UID")
+	podNamespace := flag.String("pod-namespace", "", "pin the file to the pod of this namespace...")
+	podName := flag.String("pod-name", "", "...and this name")
 	container := flag.String("container", "", "pin the file to this container name too")
 	flag.Parse()
 	var ids, assignments []string
@@ -171,11 +207,15 @@ func main() {
 		keys = append(keys, key)
 		values[key] = value
 	}
-	name, err := EnvFileName(ids)
+	key, err := ReadKey(*keyPath)
 	if err != nil {
 		fail(err)
 	}
-	text, err := Render(*podUID, *container, keys, values)
+	name, err := EnvFileName(key, ids)
+	if err != nil {
+		fail(err)
+	}
+	text, err := Render(*podUID, *podNamespace, *podName, *container, keys, values)
 	if err != nil {
 		fail(err)
 	}
