@@ -84,7 +84,8 @@ def checked_ids(device_ids: Iterable[str], command: str) -> list[str]:
 
 def env_file_name(device_ids: Iterable[str], key: bytes | None = None) -> str:
     """Return ``<name>.env``: the keyed name of the set of ids (``hook.producer.namekey``: HMAC-SHA256 under
-    the node's key, 32 hex digits), the same in any order, with any repetition; ``key`` None: the node's key."""
+    the node's key, 32 hex digits), the same in any order, with any repetition; ``key`` None: the node's
+    key."""
     from hook.producer.namekey import keyed_name, load_key
 
     ids = checked_ids(device_ids, "env-file path")
