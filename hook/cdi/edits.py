@@ -24,6 +24,7 @@ import os
 
 from hook.cdi.names import quote
 from hook.util.errors import CdiError, SpecError
+from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,8 +55,7 @@ def host_device_info(path: str) -> DeviceInfo:
     try:
         info = os.lstat(path)
     except OSError as err:
-        text = err.strerror or type(err).__name__
-        raise CdiError(f"lstat {path}: {text[:1].lower()}{text[1:]}") from None
+        raise CdiError(f"lstat {path}: {os_reason(err, go=True)}") from None
     mode = info.st_mode
     if stat.S_ISBLK(mode):
         kind = "b"

@@ -20,6 +20,7 @@ import typer
 from hook.commands.envfile import check_command, columns, path_command, write_command
 from hook.util import envvars
 from hook.util.errors import HookError, UsageError
+from hook.util.safetext import os_reason
 
 PROG = "gpu-env-hook"
 RESOLVE_VERSION = 1
@@ -342,7 +343,7 @@ def _add_resolve(app: typer.Typer, config: str | None) -> None:
                 with open(state, "rb") as fh:
                     stdin = fh.read()
             except OSError as err:
-                raise UsageError(f"resolve: cannot read --state {state}: {err.strerror}") from None
+                raise UsageError(f"resolve: cannot read --state {state}: {os_reason(err)}") from None
         document = build_resolve_document(
             bundle_dir, stdin, config=config, debug=debug, env_only=env_only, environ=os.environ
         )

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from hook.util import paths
 from hook.util.errors import HookError
+from hook.util.safetext import os_reason
 
 _BINARY_DIRS = tuple(paths.FIXED_PATH.split(":"))
 _PYTHON = re.compile(r"(^|/)python[0-9.]*$")
@@ -228,7 +229,7 @@ def check_env_directory(root: str, directory: str) -> Check:
     except FileNotFoundError:
         return Check(name, ok=False, detail="does not exist", fix=fix)
     except OSError as err:
-        return Check(name, ok=False, detail=f"cannot stat: {err.strerror}", fix=fix)
+        return Check(name, ok=False, detail=f"cannot stat: {os_reason(err)}", fix=fix)
     if not stat.S_ISDIR(info.st_mode):
         return Check(name, ok=False, detail="is not a directory (a symlink is not accepted)", fix=fix)
     problem = _unsafe(info)
@@ -363,7 +364,7 @@ def _containerd(root: str, installed: bool) -> tuple[Check, tuple[str, list[str]
             "containerd", ok=False, detail=f"{binary} found, {wrapper} not registered", fix=fix
         ), None
     except OSError as err:
-        detail = f"cannot read {paths.CONTAINERD_CONFIG}: {err.strerror}"
+        detail = f"cannot read {paths.CONTAINERD_CONFIG}: {os_reason(err)}"
         return Check("containerd", ok=False, detail=detail, fix=fix), None
     except InstallError as err:
         return Check("containerd", ok=False, detail=str(err), fix=f"fix {paths.CONTAINERD_CONFIG}"), None
@@ -411,7 +412,7 @@ def containerd_loaded_files(root: str, binary: str | None) -> tuple[list[str] | 
     except FileNotFoundError:
         return [], f"no {paths.CONTAINERD_CONFIG}"
     except OSError as err:
-        return None, f"cannot read {paths.CONTAINERD_CONFIG}: {err.strerror}"
+        return None, f"cannot read {paths.CONTAINERD_CONFIG}: {os_reason(err)}"
     try:
         chain = load_chain(root, paths.CONTAINERD_CONFIG, data)
     except InstallError as err:

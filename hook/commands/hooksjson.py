@@ -29,7 +29,7 @@ import os
 import stat
 from typing import Any, Literal, NamedTuple
 
-from hook.util.safetext import decode_error_reason
+from hook.util.safetext import decode_error_reason, os_reason
 
 CURRENT = "1.0.0"
 LEGACY = "0.1.0"
@@ -354,9 +354,7 @@ def check_hooks_file(path: str) -> HooksReport:
         with open(path, "rb") as fh:
             data = fh.read(MAX_HOOKS_FILE_BYTES + 1)
     except OSError as err:
-        return HooksReport(
-            None, [Finding("$", f"cannot read: {err.strerror or type(err).__name__}", "error")]
-        )
+        return HooksReport(None, [Finding("$", f"cannot read: {os_reason(err)}", "error")])
     if len(data) > MAX_HOOKS_FILE_BYTES:
         return HooksReport(None, [Finding("$", f"larger than {MAX_HOOKS_FILE_BYTES} bytes", "error")])
     report = check_hooks_json(data)

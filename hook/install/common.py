@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from hook.util import paths
 from hook.util.errors import HookError
+from hook.util.safetext import os_reason
 
 ENGINES = ("podman", "crio", "containerd", "docker")
 EXECUTABLE_MODE = 0o755
@@ -123,7 +124,7 @@ def read_file(path: str) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise InstallError(f"{path}: cannot read: {err.strerror}") from None
+        raise InstallError(f"{path}: cannot read: {os_reason(err)}") from None
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InstallError(f"{path}: not a regular file; move it away")

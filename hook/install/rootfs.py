@@ -26,32 +26,17 @@ from collections.abc import Iterator
 
 from hook.install.common import InstallError, rooted
 from hook.util import atomicwrite
+from hook.util.beneath import describe_mode
+from hook.util.safetext import os_reason
 
 MAX_SYMLINKS = 40
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISLNK, "a symlink"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def describe_mode(mode: int) -> str:
-    """Name a file type for a message."""
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
 def could_not(action: str, where: str, err: OSError) -> InstallError:
     """Return the one-line error for a failed operation on ``where``."""
-    reason = (err.strerror or os.strerror(err.errno or 0)).lower()
-    return InstallError(f"could not {action} {where}: {reason}")
+    return InstallError(f"could not {action} {where}: {os_reason(err, go=True)}")
 
 
 def _parts(path: str) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from hook.pipeline.config import DEVICE_MODES, MAX_ENV_FILE_BYTES, default_settings
 from hook.util.envvars import POD_BINDING_ENGINES
 from hook.util.errors import ConfigError, HookError
-from hook.util.safetext import decode_error_reason, json_kind
+from hook.util.safetext import decode_error_reason, json_kind, os_reason
 
 KINDS = {
     "config": "oci-config.json",
@@ -292,7 +292,7 @@ def load_document(path: str, kind: str) -> object:
         with open(path, "rb") as fh:
             data = fh.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as err:
-        raise SchemaError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
+        raise SchemaError(f"{path}: cannot read: {os_reason(err)}") from None
     if len(data) > MAX_DOCUMENT_BYTES:
         raise SchemaError(f"{path}: larger than {MAX_DOCUMENT_BYTES} bytes")
     return parse_document(data, kind, path)

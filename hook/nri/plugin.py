@@ -21,6 +21,7 @@ import time
 
 from hook.nri import nri_pb2, ttrpc_pb2, wire
 from hook.util import paths
+from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def run(path: str, context: Context, *, log: Callable[[str], None] | None = None
         try:
             sock = connect(path)
         except OSError as err:
-            say(f"gpu-env-hook nri: cannot connect to {path}: {err.strerror}; retrying in {delay:.1f} s")
+            say(f"gpu-env-hook nri: cannot connect to {path}: {os_reason(err)}; retrying in {delay:.1f} s")
             time.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX)
             continue

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from hook.util import paths
-from hook.util.safetext import decode_error_reason, json_kind
+from hook.util.safetext import decode_error_reason, json_kind, os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def load_spec(bundle: str) -> Spec:
     try:
         fh = open(path, "rb")  # noqa: SIM115 - an open error and a read error are told apart
     except OSError as err:
-        raise spec_error(f"could not open OCI spec: open {path}: {_strerror(err)}") from None
+        raise spec_error(f"could not open OCI spec: open {path}: {os_reason(err, go=True)}") from None
     with fh:
         try:
             raw = fh.read()  # no size bound: runc itself reads any size (20 MB and 50 MB specs run)
@@ -179,9 +179,3 @@ def spec_error(message: str) -> SpecError:
     from hook.util.errors import SpecError
 
     return SpecError(message)
-
-
-def _strerror(err: OSError) -> str:
-    """Return the lower-case errno text Go prints (``no such file or directory``)."""
-    text = err.strerror or type(err).__name__
-    return text[:1].lower() + text[1:]

@@ -6,6 +6,7 @@ import posix
 import sys
 
 from hook.util import paths
+from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -133,7 +134,6 @@ def exec_cli(argv: list[str], env: dict[str, str]) -> None:
     try:
         posix.execve(argv[0], argv, env)
     except OSError as err:
-        text = err.strerror or type(err).__name__
         from hook.util.errors import ExecError
 
-        raise ExecError(f"exec failed: {text[:1].lower()}{text[1:]}") from None
+        raise ExecError(f"exec failed: {os_reason(err, go=True)}") from None

@@ -28,6 +28,7 @@ from hook.pipeline.cdidevices import ALLOC_FILE_PREFIX as FILE_PREFIX
 from hook.pipeline.cdidevices import ALLOC_KIND
 from hook.util import envvars
 from hook.util.errors import CdiError, UsageError
+from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def list_alloc_specs(directory: str = DEFAULT_DIRECTORY) -> list[AllocSpec]:
     except FileNotFoundError:
         return []
     except OSError as err:
-        raise CdiError(f"could not read the CDI spec directory {directory}: {err.strerror}") from None
+        raise CdiError(f"could not read the CDI spec directory {directory}: {os_reason(err)}") from None
     found = []
     for entry in entries:
         parsed = alloc_file_pins(entry)
@@ -245,7 +246,7 @@ def live_pods_from_kubelet(pods_dir: str = KUBELET_PODS_DIR) -> frozenset[str]:
     try:
         return frozenset(os.listdir(pods_dir))
     except OSError as err:
-        raise CdiError(f"could not list the pods in {pods_dir}: {err.strerror}") from None
+        raise CdiError(f"could not list the pods in {pods_dir}: {os_reason(err)}") from None
 
 
 def gc_alloc_specs(

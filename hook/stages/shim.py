@@ -20,7 +20,7 @@ from hook.pipeline.configfile import find_config_path, load_config_text
 from hook.util.envvars import GPU_ENV_HOOK_ENGINE, GPU_ENV_RUNTIME_PID, GPU_ENV_RUNTIME_PROBE
 from hook.util.errors import ExecError, HookError, SpecError
 from hook.util.paths import FIXED_PATH, RUNTIME_WRAPPERS
-from hook.util.safetext import LINE_LIMIT, escape
+from hook.util.safetext import LINE_LIMIT, escape, os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def check_runtime(runtime: str, environ: dict[str, str] | os._Environ[str]) -> N
     try:
         st = os.stat(runtime)
     except OSError as err:
-        raise ExecError(f"cannot execute the runtime {runtime}: {err.strerror}") from None
+        raise ExecError(f"cannot execute the runtime {runtime}: {os_reason(err)}") from None
     if (st.st_mode & 0o170000) != 0o100000 or not os.access(runtime, os.X_OK):
         raise ExecError(f"cannot execute the runtime {runtime}: not an executable file")
     for own in (*RUNTIME_WRAPPERS, sys.argv[0]):
@@ -226,7 +226,7 @@ def exec_runtime(
     try:
         os.execve(path, [path, *args], env)
     except OSError as err:
-        raise ExecError(f"cannot execute the runtime {path}: {err.strerror}") from None
+        raise ExecError(f"cannot execute the runtime {path}: {os_reason(err)}") from None
 
 
 # --- the bundle ------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import _stat as stat
 import posix
 
 from hook.util import paths
-from hook.util.safetext import escape
+from hook.util.safetext import escape, os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _walk_to_parent(path: str, directories: tuple[str, ...]) -> tuple[int, str, 
     except FileNotFoundError:
         raise missing(path, "does not exist (no such directory)") from None
     except OSError as err:
-        raise refuse(path, f"cannot open its directory: {errno_text(err)}") from None
+        raise refuse(path, f"cannot open its directory: {os_reason(err)}") from None
     where = directory.rstrip("/") or "/"
     try:
         for depth, name in enumerate(components[:-1], start=1):
@@ -116,7 +116,7 @@ def _open_component(parent: int, where: str, name: str, path: str, depth: int) -
             raise refuse(path, f"component {depth} below the env-file directory is a symlink") from None
         if kind is not None and kind != "a directory":
             raise refuse(path, f"component {depth} below the env-file directory is not a directory") from None
-        raise refuse(path, f"cannot open component {depth}: {errno_text(err)}") from None
+        raise refuse(path, f"cannot open component {depth}: {os_reason(err)}") from None
 
 
 def _open_leaf(parent: int, where: str, name: str, path: str) -> int:
@@ -131,7 +131,7 @@ def _open_leaf(parent: int, where: str, name: str, path: str) -> int:
     except FileNotFoundError:
         raise missing(path, "does not exist") from None
     except OSError as err:
-        raise refuse(path, f"cannot open: {errno_text(err)}") from None
+        raise refuse(path, f"cannot open: {os_reason(err)}") from None
 
 
 def _kind_at(parent: int, where: str, name: str, path: str) -> str | None:
@@ -145,9 +145,9 @@ def _kind_at(parent: int, where: str, name: str, path: str) -> str | None:
     except FileNotFoundError:
         return None
     except PermissionError as err:
-        raise refuse(path, f"cannot enter directory {show_path(where)}: {errno_text(err)}") from None
+        raise refuse(path, f"cannot enter directory {show_path(where)}: {os_reason(err)}") from None
     except OSError as err:
-        raise refuse(path, f"cannot inspect: {errno_text(err)}") from None
+        raise refuse(path, f"cannot inspect: {os_reason(err)}") from None
     return describe_mode(mode)
 
 
@@ -175,8 +175,3 @@ def trust_problem(uid: int, mode: int) -> str | None:
     if mode & 0o022:
         return f"must not be group- or world-writable (mode {stat.S_IMODE(mode):04o})"
     return None
-
-
-def errno_text(err: OSError) -> str:
-    """Return an OSError's text without the path it may carry."""
-    return err.strerror or type(err).__name__

@@ -47,15 +47,19 @@ def _escape_char(char: str) -> str:
     return f"\\U{code:08x}"
 
 
-def os_reason(err: OSError) -> str:
-    """Return an OSError's reason without the path it may carry (``strerror``, else the errno's text)."""
+def os_reason(err: OSError, *, go: bool = False) -> str:
+    """Return an OSError's reason without the path it may carry (``strerror``, else the errno's text, else
+    the exception's name): the one way an OS error becomes text. ``go``: with Go's lower-case first letter
+    (``no such file or directory``), where our line matches the upstream hook's or our own install's."""
     if err.strerror:
-        return err.strerror
-    if err.errno:
+        text = err.strerror
+    elif err.errno:
         import posix
 
-        return posix.strerror(err.errno)
-    return type(err).__name__
+        text = posix.strerror(err.errno)
+    else:
+        text = type(err).__name__
+    return text[:1].lower() + text[1:] if go else text
 
 
 def json_kind(value: object) -> str:
