@@ -11,8 +11,10 @@ chooses can stand in for the identity. The answer:
 - legacy mode: our prestart hook, handed the decision as the runtime shim hands it
   (``-env-file-merged=pinned:NAMES``): the hook never reads the file again and calls nvidia-container-cli
   once; none is added when the container already has a GPU hook;
-- CDI mode: the requested devices as CDI device names (``NVIDIA_VISIBLE_DEVICES=void``), which the runtime
-  resolves itself: containerd >= 2.1. containerd 2.0 ignores CDI names, so there the container is refused.
+- CDI mode: the requested devices, checked as the runtime shim checks them (defined by a spec; an
+  allocation only for its own pod), as CDI device names that containerd >= 2.1 resolves itself, or as their
+  edits (device nodes, mounts, hooks, variables) for containerd 2.0, which ignores names;
+  ``NVIDIA_VISIBLE_DEVICES=void`` either way.
 
 A refusal raises a HookError whose one line the plugin returns as the request's error: the runtime fails
 the creation with it.
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from hook.pipeline.config import Settings
+    from hook.pipeline.envfile import EnvFile
 
 BACKSTOP = "nri-backstop"
 # containerd sets these annotations itself from the same identity; the pin rules are written against them.
@@ -107,8 +110,9 @@ def adjust_container(
         return None
     from hook.pipeline.envfile import resolve_env_file
 
-    env_settings = settings.env_file._replace(pod_binding_engine=ENGINE)
-    env_file = resolve_env_file(env, pod_identity(pod, container), env_settings)
+    settings = settings._replace(env_file=settings.env_file._replace(pod_binding_engine=ENGINE))
+    identity = pod_identity(pod, container)
+    env_file = resolve_env_file(env, identity, settings.env_file)
     adjust = nri_pb2.ContainerAdjustment()
     # Handled: the variable set empty, which the backstop lets through. (Not removed: containerd 2.3 with
     # NRI 0.12 drops an adjustment's removal of a variable the container had.) Each name once: NRI refuses
@@ -119,11 +123,11 @@ def adjust_container(
         merged = {**env, **env_file.values}
         del merged[variable]
         if settings.device_mode == "cdi":
-            trusted = frozenset(env_file.values) if env_file.pinned else frozenset()
-            if _name_cdi_devices(adjust, container, merged, trusted, context):
-                from hook.pipeline.cdidevices import VOID
-
-                variables[envvars.NVIDIA_VISIBLE_DEVICES] = VOID
+            variables.update(
+                _cdi_devices(
+                    adjust, container, merged, env_file, identity=identity, settings=settings, context=context
+                )
+            )
         else:
             _add_our_hook(adjust, container, env_file.pinned, list(env_file.values), context)
     for name, value in variables.items():
@@ -151,19 +155,23 @@ def _add_our_hook(
     hook.timeout.value = context.settings.hook_timeout
 
 
-def _name_cdi_devices(
+def _cdi_devices(
     adjust: nri_pb2.ContainerAdjustment,
     container: nri_pb2.Container,
     env: dict[str, str],
-    trusted: frozenset[str],
+    env_file: EnvFile,
+    *,
+    identity: dict[str, str],
+    settings: Settings,
     context: Context,
-) -> bool:
-    """CDI mode: the devices the merged environment asks for (the hook's privilege gate, a container never
-    counted privileged here), named for the runtime to resolve; whether there were any."""
-    from hook.pipeline.cdidevices import cdi_device_names
+) -> dict[str, str]:
+    """CDI mode: the devices the merged environment asks for (the hook's privilege gate; a container is never
+    counted privileged here), checked and resolved as the runtime shim does (``inject_requested``: a device
+    no spec defines, or another pod's allocation, is refused). containerd >= 2.1 is given their names;
+    containerd 2.0, which ignores names, their edits. Returns the variables to set."""
+    from hook.pipeline.cdidevices import cdi_device_names, inject_requested
     from hook.pipeline.devices import resolve_devices
 
-    settings = context.settings
     devices = resolve_devices(
         env,
         [(mount.source, mount.destination) for mount in container.mounts],
@@ -171,17 +179,75 @@ def _name_cdi_devices(
         accept_volume_mounts=settings.accept_volume_mounts,
         accept_envvar_unprivileged=settings.accept_envvar_unprivileged,
         privileged=False,
-        trusted=trusted,
+        trusted=frozenset(env_file.values) if env_file.pinned else frozenset(),
     )
     if not devices:
-        return False
-    if not cdi_names_applied(context.runtime_name, context.runtime_version):
+        return {}
+    entries = [f"{name}={value}" for name, value in env.items()]
+    document: dict[str, object] = {"process": {"env": entries}, "annotations": identity}
+    edited = inject_requested(document, devices, settings, env_file)
+    if cdi_names_applied(context.runtime_name, context.runtime_version):
+        for name in cdi_device_names(devices, settings.cdi.default_kind):
+            adjust.CDI_devices.add(name=name)
+        from hook.pipeline.cdidevices import VOID
+
+        return {envvars.NVIDIA_VISIBLE_DEVICES: VOID}
+    return _edits_as_adjustment(adjust, edited, env)
+
+
+# The OCI hook stages an NRI adjustment can add to, by their field in nri_pb2.Hooks.
+HOOK_STAGES = {
+    "prestart": "prestart",
+    "createRuntime": "create_runtime",
+    "createContainer": "create_container",
+    "startContainer": "start_container",
+    "poststart": "poststart",
+    "poststop": "poststop",
+}
+
+
+def _edits_as_adjustment(
+    adjust: nri_pb2.ContainerAdjustment, edited: dict[str, object], env: dict[str, str]
+) -> dict[str, str]:
+    """containerd 2.0: the CDI edits ``apply_edits`` made to a spec of the container's environment, as
+    adjustments: device nodes, mounts, hooks; the variables they set are returned. An edit NRI cannot carry
+    (network devices, RDT, additional GIDs) is refused."""
+    from hook.pipeline.bundle import parse_env, process_env
+
+    linux = edited.get("linux")
+    linux = linux if isinstance(linux, dict) else {}
+    process = edited.get("process")
+    user = process.get("user") if isinstance(process, dict) else None
+    extra = [key for key in ("netDevices", "intelRdt") if key in linux]
+    if isinstance(user, dict) and user.get("additionalGids"):
+        extra.append("additionalGids")
+    if extra:
         from hook.util.errors import CdiError
 
         raise CdiError(
-            f"gpu-env-hook nri: CDI mode needs containerd >= 2.1 to apply CDI device names "
-            f"(the runtime is {context.runtime_name} {context.runtime_version})"
+            f"gpu-env-hook nri: CDI edits ({', '.join(extra)}) cannot go through NRI on containerd 2.0"
         )
-    for name in cdi_device_names(devices, settings.cdi.default_kind):
-        adjust.CDI_devices.add(name=name)
-    return True
+    for device in linux.get("devices", []):
+        node = adjust.linux.devices.add(
+            path=device["path"], type=device.get("type", ""), major=device["major"], minor=device["minor"]
+        )
+        for key, field in (("fileMode", node.file_mode), ("uid", node.uid), ("gid", node.gid)):
+            if device.get(key) is not None:
+                field.value = device[key]
+    for mount in edited.get("mounts", []):  # type: ignore[attr-defined]  # a list of mounts
+        adjust.mounts.add(
+            destination=mount["destination"],
+            type=mount.get("type", ""),
+            source=mount.get("source", ""),
+            options=mount.get("options", []),
+        )
+    hooks = edited.get("hooks")
+    for stage, entries in (hooks if isinstance(hooks, dict) else {}).items():
+        for entry in entries:
+            hook = getattr(adjust.hooks, HOOK_STAGES[stage]).add(
+                path=entry["path"], args=entry.get("args", []), env=entry.get("env", [])
+            )
+            if entry.get("timeout") is not None:
+                hook.timeout.value = entry["timeout"]
+    changed = parse_env(process_env(edited))
+    return {name: value for name, value in changed.items() if env.get(name) != value}

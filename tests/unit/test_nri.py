@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 import shutil
 import signal
@@ -317,27 +318,110 @@ def test_the_backstop_is_not_a_gpu_hook(tmp_path: Path) -> None:
     assert len(adjust.hooks.prestart) == 1
 
 
+def write_cdi_specs(tmp_path: Path) -> Path:
+    """CDI specs in tmp/cdi: nvidia.com/gpu=0 and =1 (a variable and /dev/nvidia-test<N>, the host's
+    /dev/null), and an allocation device written for the pod uid-2."""
+    directory = tmp_path / "cdi"
+    directory.mkdir()
+    devices = [
+        {
+            "name": str(index),
+            "containerEdits": {
+                "env": [f"CDI_GPU={index}"],
+                "deviceNodes": [{"path": f"/dev/nvidia-test{index}", "hostPath": "/dev/null"}],
+            },
+        }
+        for index in range(2)
+    ]
+    gpus = {"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": devices}
+    (directory / "gpus.json").write_text(json.dumps(gpus))
+    alloc = {
+        "cdiVersion": "0.6.0",
+        "kind": "gpu-env.dev/alloc",
+        "devices": [{"name": ALLOC, "containerEdits": {"env": ["ALLOCATED=1"]}}],
+    }
+    (directory / f"gpu-env.dev-alloc_{ALLOC}_uid-2.json").write_text(json.dumps(alloc))
+    for path in directory.iterdir():
+        path.chmod(0o644)
+    return directory
+
+
+ALLOC = "0123456789abcdef"
+
+
+def cdi_context(tmp_path: Path, version: str) -> Context:
+    """CDI mode, specs from tmp/cdi, on containerd ``version``."""
+    specs = write_cdi_specs(tmp_path)
+    toml = f'[gpu-env]\ndevice-mode = "cdi"\n[gpu-env.cdi]\nspec-dirs = ["{specs}"]\n'
+    return make_context(tmp_path, toml, runtime=("containerd", version))
+
+
 def test_cdi_mode_names_devices_on_containerd_2_1(tmp_path: Path) -> None:
-    """CDI mode: the file's devices as CDI names (the pin lets them past the unprivileged gate), no hook."""
-    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0,GPU-abc\n")
-    context = make_context(tmp_path, '[gpu-env]\ndevice-mode = "cdi"\n', runtime=("containerd", "2.1.4"))
+    """CDI mode on containerd >= 2.1: the file's devices as CDI names (the pin lets them past the
+    unprivileged gate), NVIDIA_VISIBLE_DEVICES void, no hook."""
+    context = cdi_context(tmp_path, "2.1.4")
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0,1\n")
     adjust = adjust_container(POD, container([f"{VAR}={path}"]), context)
     assert adjust is not None
-    assert [device.name for device in adjust.CDI_devices] == ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-abc"]
+    assert [device.name for device in adjust.CDI_devices] == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]
     assert env_of(adjust) == [(VAR, ""), ("NVIDIA_VISIBLE_DEVICES", "void")]  # each name once (NRI's rule)
     assert not adjust.hooks.prestart
+    assert not adjust.linux.devices
 
 
-def test_cdi_mode_refused_on_containerd_2_0(tmp_path: Path) -> None:
-    """containerd 2.0 ignores CDI names in an adjustment: the container is refused, never run without GPUs."""
-    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=0\n")
-    context = make_context(tmp_path, '[gpu-env]\ndevice-mode = "cdi"\n', runtime=("containerd", "v2.0.5"))
+def test_cdi_mode_applies_the_edits_on_containerd_2_0(tmp_path: Path) -> None:
+    """containerd 2.0 ignores CDI names: the devices' edits are the adjustment (device node with the host
+    device's numbers, the variables)."""
+    context = cdi_context(tmp_path, "v2.0.5")
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=1\nA=1\n")
+    adjust = adjust_container(POD, container(["PATH=/bin", f"{VAR}={path}"]), context)
+    assert adjust is not None
+    assert not adjust.CDI_devices
+    [device] = adjust.linux.devices
+    null = Path("/dev/null").stat()
+    assert (device.path, device.type, device.major, device.minor) == (
+        "/dev/nvidia-test1",
+        "c",
+        os.major(null.st_rdev),
+        os.minor(null.st_rdev),
+    )
+    assert env_of(adjust) == [(VAR, ""), ("NVIDIA_VISIBLE_DEVICES", "void"), ("A", "1"), ("CDI_GPU", "1")]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(
+            "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=7\n",
+            "env file '{path}': a device it requests is defined by no CDI spec in {specs}",
+            id="unknown-device",
+        ),
+        pytest.param(
+            f"GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=gpu-env.dev/alloc={ALLOC}\n",
+            "env file '{path}': a CDI allocation it requests is pinned to another pod "
+            "(annotation io.kubernetes.cri.sandbox-uid differs)",
+            id="another-pods-allocation",
+        ),
+        pytest.param(
+            f"NVIDIA_VISIBLE_DEVICES=gpu-env.dev/alloc={ALLOC}\n",
+            'CDI allocation "gpu-env.dev/alloc={alloc}" may be requested only by its pod\'s pinned env file, '
+            "not by the image or the container's own environment",
+            id="allocation-from-an-unpinned-file",
+        ),
+    ],
+)
+@pytest.mark.parametrize("version", ["2.1.0", "2.0.5"])
+def test_cdi_devices_checked_before_any_is_named(
+    tmp_path: Path, content: str, message: str, version: str
+) -> None:
+    """Whatever the runtime does with the answer, a device no spec defines, or an allocation written for
+    another pod, is refused before it is named: the runtime shim's checks, with the NRI pod identity."""
+    context = cdi_context(tmp_path, version)
+    context.settings = context.settings._replace(accept_envvar_unprivileged=True)
+    path = write_env_file(tmp_path, content)
     with pytest.raises(CdiError) as refused:
         adjust_container(POD, container([f"{VAR}={path}"]), context)
-    assert str(refused.value) == (
-        "gpu-env-hook nri: CDI mode needs containerd >= 2.1 to apply CDI device names "
-        "(the runtime is containerd v2.0.5)"
-    )
+    assert str(refused.value) == message.format(path=path, specs=tmp_path / "cdi", alloc=ALLOC)
 
 
 @pytest.mark.parametrize(
