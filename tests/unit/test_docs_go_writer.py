@@ -69,3 +69,34 @@ def test_go_writer_output_reads_back_exactly(tmp_path: Path) -> None:
     assert (report.pinned_pod_uid, report.pinned_container) == ("pod-1", "main")
     assert Path(path).stat().st_mode & 0o777 == 0o600
     assert [p.name for p in directory.iterdir()] == [Path(path).name]  # no temp file left behind
+
+
+def test_go_writer_pins_by_namespace_and_name(tmp_path: Path) -> None:
+    """The Go writer pins a file by the pod's namespace and name (what pod-resources List() gives a plugin),
+    names it with the node's key as we do, and writes it 0600."""
+    directory = tmp_path / "nvidia-env"
+    directory.mkdir(mode=0o700)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "GOCACHE": str(tmp_path / "gocache"),
+        "GOPATH": str(tmp_path / "gopath"),
+        "GOFLAGS": "-mod=mod",
+        "GOPROXY": "off",
+        "CGO_ENABLED": "0",
+    }
+    load_key()
+    proc = subprocess.run(
+        ["go", "run", str(WRITER), "-dir", str(directory), "-key", key_path(), "-pod-namespace", "ns",
+         "-pod-name", "web-0", "gpu-1", "--", "NVIDIA_VISIBLE_DEVICES=1"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    path = proc.stdout.strip()
+    assert path == env_file_path(["gpu-1"], str(directory))
+    report = check_env_file(
+        path, env_settings(directory, pod_binding_engine="crio"), pod_namespace="ns", pod_name="web-0"
+    )
+    assert report.ok, [(step.name, step.detail) for step in report.steps]
+    assert report.pins == {"GPU_ENV_HOOK_POD_NAMESPACE": "ns", "GPU_ENV_HOOK_POD_NAME": "web-0"}
+    assert Path(path).stat().st_mode & 0o777 == 0o600

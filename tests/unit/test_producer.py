@@ -571,3 +571,33 @@ def test_env_file_gc_removes_dead_pods_files_only(env_dir: Path) -> None:
     dead_name = write(["c"], pod_namespace="ns", pod_name="gone-0")
     assert gc_env_files(frozenset({"live"}), settings_, names_known=False)[0] == []
     assert dead_name.exists()
+
+
+@needs_root
+def test_env_file_gc_command(env_dir: Path, tmp_path: Path) -> None:
+    """gpu-env-hook env-file gc: one 'removed' line per file, one line on stderr per file it could not read,
+    exit 1 then; kubelet's pod directories say who is alive when --live is not given."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'[env-file]\ndirectories = ["{env_dir}"]\n')
+    settings_ = env_settings(env_dir)
+    gone = Path(env_file_path(["a"], str(env_dir)))
+    write_env_file(str(gone), {"A": "1"}, pod_uid="gone", settings=settings_)
+    alive = Path(env_file_path(["b"], str(env_dir)))
+    write_env_file(str(alive), {"A": "1"}, pod_uid="alive", settings=settings_)
+    (tmp_path / "pods" / "alive").mkdir(parents=True)
+    hook = [sys.executable, "-I", "-m", "hook", "-config", str(config), "env-file", "gc"]
+    done = subprocess.run(
+        [*hook, "--kubelet-pods", str(tmp_path / "pods")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"removed {gone}\n", "")
+    assert alive.exists()
+    loose = write_raw(env_dir / ("e" * 32 + ".env"), "GPU_ENV_HOOK_POD_UID=gone\n", 0o666)
+    done = subprocess.run([*hook, "--live", "x"], capture_output=True, text=True, cwd=REPO, check=False)
+    assert (done.returncode, done.stdout) == (1, f"removed {alive}\n")
+    assert done.stderr == (
+        f"gpu-env-hook: env file '{loose}': must not be group- or world-writable (mode 0666) (kept)\n"
+    )
