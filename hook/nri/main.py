@@ -14,11 +14,17 @@ if TYPE_CHECKING:
 
 def run_nri(args: list[str], *, config: str | None) -> int:
     """Run the plugin until stopped; a bad command line or configuration is refused before connecting."""
-    from hook.nri.plugin import DEFAULT_SOCKET, run
-    from hook.util.errors import UsageError
+    from hook.util.errors import HookError, UsageError
 
     if len(args) > 1 or (args and args[0].startswith("-")):
         raise UsageError("nri takes at most one argument, the NRI socket's path")
+    try:
+        from hook.nri.plugin import DEFAULT_SOCKET, run
+    except ImportError as err:  # the node tree's wrapper runs without site-packages (-S)
+        raise HookError(
+            f"gpu-env-hook nri: cannot load {err.name or 'protobuf'}: run it with an interpreter that has "
+            "the protobuf package (pip install gpu-env-hook), not the engines' -S wrapper"
+        ) from None
     context = build_context(config)
     try:
         return run(args[0] if args else DEFAULT_SOCKET, context)

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -519,3 +520,21 @@ def test_a_socket_served_by_another_user_is_refused() -> None:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
         shutil.rmtree(shared)
+
+
+def test_without_protobuf_the_plugin_says_so_in_one_line() -> None:
+    """Started without site-packages (as the node tree's wrappers start the hook), the plugin cannot load
+    protobuf: one line saying how to run it, exit 1, never an internal error."""
+    code = f"import sys; sys.path[:0] = [{str(REPO)!r}]; from hook.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, "nri", "/nonexistent/nri.sock"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        "gpu-env-hook nri: cannot load google: run it with an interpreter that has the protobuf package "
+        "(pip install gpu-env-hook), not the engines' -S wrapper\n"
+    )
