@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
 from conftest import MakeEnvFile
 
-from hook.pipeline.cdidevices import cdi_device_names, resolve_cdi_spec
+from hook.pipeline.cdidevices import alloc_file_pins, cdi_device_names, resolve_cdi_spec
 from hook.pipeline.config import parse_config
 from hook.pipeline.mode import CDI_MODE_MESSAGE, DIRECT_INVOCATION_MESSAGE, check_mode
 from hook.stages.precreate import resolve_precreate
@@ -286,3 +287,110 @@ def test_cdi_mode_stays_on_the_lean_path(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-I", "-c", code, str(raw), str(config)], capture_output=True,
                          text=True, check=True, cwd=repo)  # fmt: skip
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("file_name", "parsed"),
+    [
+        pytest.param(
+            "gpu-env.dev-alloc_" + "a" * 32 + "_6f1c2a9e-0d7b.json",
+            ("a" * 32, {"GPU_ENV_HOOK_POD_UID": "6f1c2a9e-0d7b"}),
+            id="keyed-uid",
+        ),
+        pytest.param(
+            "gpu-env.dev-alloc_0123456789abcdef_pod-1.json",
+            ("0123456789abcdef", {"GPU_ENV_HOOK_POD_UID": "pod-1"}),
+            id="legacy-16-hex-uid",
+        ),
+        pytest.param(
+            "gpu-env.dev-alloc_" + "b" * 32 + "_team-a_web-0.example.json",
+            ("b" * 32, {"GPU_ENV_HOOK_POD_NAMESPACE": "team-a", "GPU_ENV_HOOK_POD_NAME": "web-0.example"}),
+            id="namespace-name",
+        ),
+        pytest.param("gpu-env.dev-alloc_notahex_pod-1.json", None, id="not-hex"),
+        pytest.param("gpu-env.dev-alloc_" + "a" * 20 + "_pod-1.json", None, id="other-length"),
+        pytest.param("gpu-env.dev-alloc_" + "a" * 32 + "_..json", None, id="dot-pod"),
+        pytest.param("gpu-env.dev-alloc_" + "a" * 32 + "_ns_x_y.json", None, id="four-parts"),
+        pytest.param("gpu-env.dev-alloc_" + "a" * 32 + "_NS_web.json", None, id="upper-case-namespace"),
+        pytest.param("gpu-env.dev-alloc_" + "a" * 32 + "_pod-1.yaml", None, id="yaml"),
+    ],
+)
+def test_alloc_file_pins(file_name: str, parsed: tuple[str, dict[str, str]] | None) -> None:
+    """The pod an allocation's spec is for, read back from its file name; any other name is not ours."""
+    assert alloc_file_pins(file_name) == parsed
+
+
+def alloc_node(tmp_path: Path, file_pod: str) -> Node:
+    """A node whose /var/run/cdi holds one allocation spec (GPU 1, a secret) named for ``file_pod``."""
+    node = Node(tmp_path, extra="")
+    run = tmp_path / "run-cdi"
+    spec = {
+        "cdiVersion": "0.5.0",
+        "kind": "gpu-env.dev/alloc",
+        "devices": [
+            {
+                "name": "0123456789abcdef",
+                "containerEdits": {
+                    "env": ["SECRET=s3cret", "NVIDIA_VISIBLE_DEVICES=void"],
+                    "deviceNodes": [{"path": "/dev/nvidia1", "hostPath": str(node.node.gpu(1))}],
+                },
+            }
+        ],
+    }
+    write_spec(run, f"gpu-env.dev-alloc_0123456789abcdef_{file_pod}.json", spec)
+    node.config = node.config.replace(f'spec-dirs = ["{node.etc}"]', f'spec-dirs = ["{node.etc}", "{run}"]')
+    node.config = node.config.replace("[env-file]\n", '[env-file]\npod-binding-engine = "crio"\n')
+    return node
+
+
+@pytest.mark.parametrize(
+    ("file_pod", "annotations", "message"),
+    [
+        pytest.param("pod-1", {"io.kubernetes.pod.uid": "pod-1"}, None, id="legacy-name-own-pod"),
+        pytest.param(
+            "ns_web-0",
+            {"io.kubernetes.pod.namespace": "ns", "io.kubernetes.pod.name": "web-0"},
+            None,
+            id="namespace-name-own-pod",
+        ),
+        pytest.param(
+            "ns_web-0",
+            {"io.kubernetes.pod.namespace": "ns", "io.kubernetes.pod.name": "web-1"},
+            "is pinned to another pod (annotation io.kubernetes.pod.name differs)",
+            id="namespace-name-other-pod",
+        ),
+        pytest.param(
+            "pod-1",
+            {"io.kubernetes.pod.uid": "pod-2", "io.kubernetes.cri.sandbox-uid": "pod-1"},
+            "is pinned to another pod (annotation io.kubernetes.pod.uid differs)",
+            id="other-engines-key-ignored",
+        ),
+    ],
+)
+def test_precreate_allocation_bound_to_its_pod(
+    tmp_path: Path,
+    make_env_file: MakeEnvFile,
+    file_pod: str,
+    annotations: dict[str, str],
+    message: str | None,
+) -> None:
+    """podman's precreate stage (here with CRI-O's pod keys) applies an allocation only for the pod its spec
+    file names, requested by that pod's pinned env file; a legacy 16-hex name still works."""
+    node = alloc_node(tmp_path, file_pod)
+    pins = {
+        "io.kubernetes.pod.uid": "GPU_ENV_HOOK_POD_UID",
+        "io.kubernetes.pod.namespace": "GPU_ENV_HOOK_POD_NAMESPACE",
+        "io.kubernetes.pod.name": "GPU_ENV_HOOK_POD_NAME",
+    }
+    pin = "".join(f"{pins[key]}={value}\n" for key, value in annotations.items() if key in pins)
+    env_file = make_env_file(pin + "NVIDIA_VISIBLE_DEVICES=gpu-env.dev/alloc=0123456789abcdef\n")
+    raw = json.dumps(document([f"NVIDIA_ENV_FROM_FILE={env_file}"], annotations=annotations)).encode()
+    if message is None:
+        out = json.loads(resolve_precreate(raw, node.config, source="c.toml"))
+        assert "SECRET=s3cret" in out["process"]["env"]
+        assert device_paths(out) == ["/dev/nvidia1"]
+    else:
+        with pytest.raises(
+            CdiError, match=rf"^env file '{env_file}': a CDI allocation it requests {re.escape(message)}$"
+        ):
+            resolve_precreate(raw, node.config, source="c.toml")
