@@ -58,7 +58,6 @@ MODULES = (
     "hook.producer.envfile",
     "hook.producer.namekey",
     "hook.commands.envfile",
-    "hook.util.records",
     "hook.pipeline.request",
     "hook.pipeline.requirements",
     "hook.util.safetext",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record_helpers import replaced
 
 from hook.pipeline.config import EnvFileSettings, parse_config
 
@@ -55,8 +56,8 @@ MakeEnvFile = Callable[..., Path]
 
 def env_settings(directory: Path, **overrides: Any) -> EnvFileSettings:
     """Build [env-file] settings for one directory (defaults as in config.toml, changed by ``overrides``)."""
-    defaults = parse_config(None, suse=False).env_file._replace(directories=(str(directory),))
-    return defaults._replace(**overrides)
+    defaults = parse_config(None, suse=False).env_file
+    return replaced(defaults, directories=(str(directory),), **overrides)
 
 
 @pytest.fixture

@@ -194,8 +194,8 @@ SPEC = frozenset({"_json", "hook.pipeline.bundle", "hook.util.jsontext"})
 STAGE = frozenset(
     {"hook.__main__", "hook.stages", "hook.stages.prestart", "hook.pipeline.privilege", "hook.pipeline.state"}
 )
-# Parsed settings (typing-free records, the TOML subset reader) and the env-file rules.
-SETTINGS = frozenset({"hook.pipeline.config", "hook.util.records", "_operator", "hook.util.tomlsubset"})
+# Parsed settings (plain slotted classes, the TOML subset reader) and the env-file rules.
+SETTINGS = frozenset({"hook.pipeline.config", "hook.util.tomlsubset"})
 DEVICES = frozenset({"hook.pipeline.devices"})  # hook.cdi.names only for a CDI name or mount request
 REQUEST = frozenset({"hook.pipeline.capabilities", "hook.pipeline.request"})
 # NVIDIA_REQUIRE_* (or a legacy CUDA_VERSION image): the requirement parser, only for an image that has one.

@@ -19,20 +19,30 @@ from hook.cdi.names import quote
 from hook.cdi.spec import SPEC_EXTENSIONS, Spec, load_spec
 from hook.util.beneath import trust_problem
 from hook.util.errors import CdiError, CdiUnresolvableError
-from hook.util.records import Record
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
-class Registry(Record):
+class Registry:
     """What the spec directories hold: devices by qualified name, every valid spec, errors by file, and
     the spec files skipped as unreadable, undecodable or invalid."""
 
-    devices: dict[str, tuple[Spec, str]]
-    specs: tuple[Spec, ...]
-    errors: dict[str, list[str]]
-    conflicts: frozenset[str]
-    skipped: tuple[str, ...]
+    __slots__ = ("conflicts", "devices", "errors", "skipped", "specs")
+
+    def __init__(
+        self,
+        *,
+        devices: dict[str, tuple[Spec, str]],
+        specs: tuple[Spec, ...],
+        errors: dict[str, list[str]],
+        conflicts: frozenset[str],
+        skipped: tuple[str, ...],
+    ) -> None:
+        self.devices = devices
+        self.specs = specs
+        self.errors = errors
+        self.conflicts = conflicts
+        self.skipped = skipped
 
 
 def list_spec_files(directory: str) -> list[str]:

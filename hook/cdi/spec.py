@@ -22,7 +22,6 @@ from hook.cdi.names import (
 from hook.cdi.version import version_error
 from hook.util.beneath import trust_problem
 from hook.util.errors import CdiError
-from hook.util.records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,16 +96,29 @@ _KIND_NAMES = {
 }
 
 
-class Spec(Record):
+class Spec:
     """A valid CDI spec: where it was read, its directory's priority, and the decoded document."""
 
-    path: str
-    priority: int
-    kind: str
-    vendor: str
-    klass: str
-    document: dict[str, Any]
-    devices: dict[str, dict[str, Any]]
+    __slots__ = ("devices", "document", "kind", "klass", "path", "priority", "vendor")
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        priority: int,
+        kind: str,
+        vendor: str,
+        klass: str,
+        document: dict[str, Any],
+        devices: dict[str, dict[str, Any]],
+    ) -> None:
+        self.path = path
+        self.priority = priority
+        self.kind = kind
+        self.vendor = vendor
+        self.klass = klass
+        self.document = document
+        self.devices = devices
 
 
 # --- decoding --------------------------------------------------------------------------------------------

@@ -409,7 +409,14 @@ def build_resolve_document(
     if request is None or settings is None:
         document["outcome"] = "not-gpu"
         return document
-    document["request"] = request._asdict()
+    document["request"] = {
+        "devices": request.devices,
+        "mig_config": request.mig_config,
+        "mig_monitor": request.mig_monitor,
+        "imex_channels": request.imex_channels,
+        "capabilities": request.capabilities,
+        "requirements": request.requirements,
+    }
     if env_only:
         document["outcome"] = "env-only"
         return document

@@ -108,9 +108,14 @@ def adjust_container(
     env = parse_env(entries)
     if not env.get(variable):
         return None
+    import copy
+
     from hook.pipeline.envfile import resolve_env_file
 
-    settings = settings._replace(env_file=settings.env_file._replace(pod_binding_engine=ENGINE))
+    # The records are plain classes: a copy of the settings with this plugin's engine as the binding's.
+    settings = copy.copy(settings)
+    settings.env_file = copy.copy(settings.env_file)
+    settings.env_file.pod_binding_engine = ENGINE
     identity = pod_identity(pod, container)
     env_file = resolve_env_file(env, identity, settings.env_file)
     adjust = nri_pb2.ContainerAdjustment()

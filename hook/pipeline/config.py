@@ -16,7 +16,6 @@ from hook.pipeline.configfile import (
     resolve_node_engine,
 )
 from hook.util import envvars
-from hook.util.records import Record
 from hook.util.safetext import escape
 
 TYPE_CHECKING = False
@@ -90,62 +89,160 @@ def default_settings(*, suse: bool = False) -> dict[str, Any]:
     }
 
 
-class CliSettings(Record):
+class CliSettings:
     """The ``[nvidia-container-cli]`` table."""
 
-    root: str
-    path: str
-    environment: tuple[str, ...]
-    debug: str
-    ldcache: str
-    load_kmods: bool
-    no_pivot: bool
-    no_cgroups: bool
-    user: str
-    ldconfig: str
+    __slots__ = (
+        "debug",
+        "environment",
+        "ldcache",
+        "ldconfig",
+        "load_kmods",
+        "no_cgroups",
+        "no_pivot",
+        "path",
+        "root",
+        "user",
+    )
+
+    def __init__(
+        self,
+        *,
+        root: str,
+        path: str,
+        environment: tuple[str, ...],
+        debug: str,
+        ldcache: str,
+        load_kmods: bool,
+        no_pivot: bool,
+        no_cgroups: bool,
+        user: str,
+        ldconfig: str,
+    ) -> None:
+        self.root = root
+        self.path = path
+        self.environment = environment
+        self.debug = debug
+        self.ldcache = ldcache
+        self.load_kmods = load_kmods
+        self.no_pivot = no_pivot
+        self.no_cgroups = no_cgroups
+        self.user = user
+        self.ldconfig = ldconfig
 
 
-class EnvFileSettings(Record):
+class EnvFileSettings:
     """The ``[env-file]`` table (ours; upstream ignores it)."""
 
-    variable: str
-    directories: tuple[str, ...]
-    max_bytes: int
-    on_missing: str
-    require_pod_binding: bool
-    pod_binding_engine: str  # the engine in effect: the key's value, else GPU_ENV_HOOK_ENGINE, else "none"
+    __slots__ = (
+        "directories",
+        "max_bytes",
+        "on_missing",
+        "pod_binding_engine",
+        "require_pod_binding",
+        "variable",
+    )
+
+    def __init__(
+        self,
+        *,
+        variable: str,
+        directories: tuple[str, ...],
+        max_bytes: int,
+        on_missing: str,
+        require_pod_binding: bool,
+        pod_binding_engine: str,
+    ) -> None:
+        self.variable = variable
+        self.directories = directories
+        self.max_bytes = max_bytes
+        self.on_missing = on_missing
+        self.require_pod_binding = require_pod_binding
+        self.pod_binding_engine = (
+            pod_binding_engine  # the engine in effect: the key's value, else GPU_ENV_HOOK_ENGINE, else "none"
+        )
 
 
-class CdiSettings(Record):
+class CdiSettings:
     """The ``[gpu-env.cdi]`` table (ours): the kind plain ids map to, and where CDI specs are read."""
 
-    default_kind: str
-    spec_dirs: tuple[str, ...]
+    __slots__ = ("default_kind", "spec_dirs")
+
+    def __init__(self, *, default_kind: str, spec_dirs: tuple[str, ...]) -> None:
+        self.default_kind = default_kind
+        self.spec_dirs = spec_dirs
 
 
-class Settings(Record):
+class Settings:
     """The whole validated configuration the hook acts on."""
 
-    source: str | None
-    disable_require: bool
-    swarm_resource: tuple[str, ...]
-    accept_envvar_unprivileged: bool
-    accept_volume_mounts: bool
-    supported_capabilities: frozenset[str]
-    cli: CliSettings
-    mode: str
-    runtimes: tuple[str, ...]
-    cuda_compat_mode: str
-    skip_mode_detection: bool
-    allow_ldconfig_from_container: bool
-    allow_cuda_compat_libs_from_container: bool
-    disable_imex_channel_creation: bool
-    ignore_imex_channel_requests: bool
-    env_file: EnvFileSettings
-    hook_timeout: int
-    runtime: str
-    device_mode: str
-    cdi: CdiSettings
+    __slots__ = (
+        "accept_envvar_unprivileged",
+        "accept_volume_mounts",
+        "allow_cuda_compat_libs_from_container",
+        "allow_ldconfig_from_container",
+        "cdi",
+        "cli",
+        "cuda_compat_mode",
+        "device_mode",
+        "disable_imex_channel_creation",
+        "disable_require",
+        "env_file",
+        "hook_timeout",
+        "ignore_imex_channel_requests",
+        "mode",
+        "runtime",
+        "runtimes",
+        "skip_mode_detection",
+        "source",
+        "supported_capabilities",
+        "swarm_resource",
+    )
+
+    def __init__(
+        self,
+        *,
+        source: str | None,
+        disable_require: bool,
+        swarm_resource: tuple[str, ...],
+        accept_envvar_unprivileged: bool,
+        accept_volume_mounts: bool,
+        supported_capabilities: frozenset[str],
+        cli: CliSettings,
+        mode: str,
+        runtimes: tuple[str, ...],
+        cuda_compat_mode: str,
+        skip_mode_detection: bool,
+        allow_ldconfig_from_container: bool,
+        allow_cuda_compat_libs_from_container: bool,
+        disable_imex_channel_creation: bool,
+        ignore_imex_channel_requests: bool,
+        env_file: EnvFileSettings,
+        hook_timeout: int,
+        runtime: str,
+        device_mode: str,
+        cdi: CdiSettings,
+    ) -> None:
+        self.source = source
+        self.disable_require = disable_require
+        self.swarm_resource = swarm_resource
+        self.accept_envvar_unprivileged = accept_envvar_unprivileged
+        self.accept_volume_mounts = accept_volume_mounts
+        self.supported_capabilities = supported_capabilities
+        self.cli = cli
+        self.mode = mode
+        self.runtimes = runtimes
+        self.cuda_compat_mode = cuda_compat_mode
+        self.skip_mode_detection = skip_mode_detection
+        self.allow_ldconfig_from_container = allow_ldconfig_from_container
+        self.allow_cuda_compat_libs_from_container = allow_cuda_compat_libs_from_container
+        self.disable_imex_channel_creation = disable_imex_channel_creation
+        self.ignore_imex_channel_requests = ignore_imex_channel_requests
+        self.env_file = env_file
+        self.hook_timeout = hook_timeout
+        self.runtime = runtime
+        self.device_mode = device_mode
+        self.cdi = cdi
 
 
 def parse_config(

@@ -6,18 +6,29 @@ from hook.pipeline.capabilities import resolve_capabilities
 from hook.pipeline.config import Settings
 from hook.pipeline.devices import is_legacy_image, resolve_devices, resolve_imex_channels
 from hook.util import envvars
-from hook.util.records import Record
 
 
-class GpuRequest(Record):
+class GpuRequest:
     """What a GPU container asks for, after every rule; ``devices`` is never empty."""
 
-    devices: list[str]
-    mig_config: str
-    mig_monitor: str
-    imex_channels: list[str]
-    capabilities: list[str]
-    requirements: list[str]
+    __slots__ = ("capabilities", "devices", "imex_channels", "mig_config", "mig_monitor", "requirements")
+
+    def __init__(
+        self,
+        *,
+        devices: list[str],
+        mig_config: str,
+        mig_monitor: str,
+        imex_channels: list[str],
+        capabilities: list[str],
+        requirements: list[str],
+    ) -> None:
+        self.devices = devices
+        self.mig_config = mig_config
+        self.mig_monitor = mig_monitor
+        self.imex_channels = imex_channels
+        self.capabilities = capabilities
+        self.requirements = requirements
 
 
 def resolve_request(
@@ -68,7 +79,14 @@ def resolve_request(
             privileged=privileged,
             trusted=trusted,
         )
-    return GpuRequest(devices, mig_config, mig_monitor, imex_channels, capabilities, requirements)
+    return GpuRequest(
+        devices=devices,
+        mig_config=mig_config,
+        mig_monitor=mig_monitor,
+        imex_channels=imex_channels,
+        capabilities=capabilities,
+        requirements=requirements,
+    )
 
 
 def _mig_value(env: dict[str, str], name: str, short: str, *, privileged: bool) -> str:

@@ -27,7 +27,6 @@ from hook.pipeline.envfile import (
 from hook.util import envvars
 from hook.util.beneath import open_directory_beneath, refuse, split_beneath
 from hook.util.errors import EnvFileError, EnvFileMissingError, HookError, UsageError, os_error
-from hook.util.records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -208,12 +207,15 @@ def write_env_file(
 # --- the checker -----------------------------------------------------------------------------------------
 
 
-class CheckStep(Record):
+class CheckStep:
     """One check the hook makes, as the checker reports it."""
 
-    name: str
-    ok: bool
-    detail: str
+    __slots__ = ("detail", "name", "ok")
+
+    def __init__(self, *, name: str, ok: bool, detail: str) -> None:
+        self.name = name
+        self.ok = ok
+        self.detail = detail
 
 
 class EnvFileReport:
@@ -276,18 +278,18 @@ def check_env_file(
     try:
         directory, _ = split_beneath(path, settings.directories)
     except EnvFileError as err:
-        steps.append(CheckStep("location", ok=False, detail=str(err)))
+        steps.append(CheckStep(name="location", ok=False, detail=str(err)))
         return report()
-    steps.append(CheckStep("location", ok=True, detail=f"inside {directory}, no '.' or '..'"))
+    steps.append(CheckStep(name="location", ok=True, detail=f"inside {directory}, no '.' or '..'"))
     try:
         data = load_env_file_bytes(path, settings)
         info = _lstat(path)
     except HookError as err:  # a refusal, or the system's (an I/O error): one line either way
-        steps.append(CheckStep("file", ok=False, detail=str(err)))
+        steps.append(CheckStep(name="file", ok=False, detail=str(err)))
         return report()
     steps.append(
         CheckStep(
-            "file",
+            name="file",
             ok=True,
             detail=(
                 f"regular file, no symlink on the way, uid {info.st_uid}, "
@@ -301,7 +303,7 @@ def check_env_file(
         text = read_env_file(data, path)
         reserved.update(find_pins(text.bindings, path))
     except EnvFileError as err:  # the pin cannot be found in a file that does not parse
-        steps.append(CheckStep("content", ok=False, detail=str(err)))
+        steps.append(CheckStep(name="content", ok=False, detail=str(err)))
         return report()
     steps.append(_binding_step(reserved, path, settings, given=given))
     if not steps[-1].ok:
@@ -309,12 +311,14 @@ def check_env_file(
     try:
         values.update(check_content(text, path, variable=settings.variable))
     except EnvFileError as err:
-        steps.append(CheckStep("content", ok=False, detail=str(err)))
+        steps.append(CheckStep(name="content", ok=False, detail=str(err)))
         return report()
     names = ", ".join(values) or "none"
     steps.append(
         CheckStep(
-            "content", ok=True, detail=f"{len(values)} variable{'' if len(values) == 1 else 's'}: {names}"
+            name="content",
+            ok=True,
+            detail=f"{len(values)} variable{'' if len(values) == 1 else 's'}: {names}",
         )
     )
     return report()
@@ -338,15 +342,15 @@ def _binding_step(
     try:
         pinned = check_pins(reserved, annotations, path, settings)
     except EnvFileError as err:
-        return CheckStep("binding", ok=False, detail=str(err))
+        return CheckStep(name="binding", ok=False, detail=str(err))
     if not pinned:
-        return CheckStep("binding", ok=True, detail="not pinned to a pod (require-pod-binding is off)")
+        return CheckStep(name="binding", ok=True, detail="not pinned to a pod (require-pod-binding is off)")
     checked = (
         " (matches)"
         if pod.is_pinned(given)
         else " (give --pod-uid, or --pod-namespace and --pod-name, to check it against a pod)"
     )
-    return CheckStep("binding", ok=True, detail=f"pinned to {pod.describe_pin(reserved)}{checked}")
+    return CheckStep(name="binding", ok=True, detail=f"pinned to {pod.describe_pin(reserved)}{checked}")
 
 
 # --- collecting ------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from record_helpers import fields
 
 from hook.pipeline import config
 from hook.pipeline.config import ALL_CAPABILITIES, parse_config, split_list
@@ -143,7 +144,7 @@ def test_defaults(text: str | None) -> None:
     """Absent keys keep upstream's defaults; unknown keys and tables are ignored."""
     settings = parse_config(text, suse=False)
     assert {key: getattr(settings, key) for key in DEFAULTS} == DEFAULTS
-    assert settings.cli._asdict() == CLI_DEFAULTS
+    assert fields(settings.cli) == CLI_DEFAULTS
 
 
 def test_suse_default_user() -> None:
@@ -249,7 +250,7 @@ def test_top_level_keys(text: str, attribute: str, value: object) -> None:
 )
 def test_cli_keys(line: str, attribute: str, value: object) -> None:
     """Each ``[nvidia-container-cli]`` key reaches its setting; the others keep their defaults."""
-    cli = parse_config(f"[nvidia-container-cli]\n{line}\n", suse=False).cli._asdict()
+    cli = fields(parse_config(f"[nvidia-container-cli]\n{line}\n", suse=False).cli)
     assert cli == {**CLI_DEFAULTS, attribute: value}
 
 

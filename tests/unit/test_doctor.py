@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from record_helpers import replaced
 from typer.testing import CliRunner
 
 from hook.commands.cli import build_app
@@ -347,7 +348,7 @@ def test_python_as_the_entry_needs_isolate_flag_in_its_args(
 )
 def test_check_pod_binding(engine: str, required: bool, ok: bool | None, detail: str) -> None:
     """The pod-binding check names the engine's keys, or says what is refused and how to set it."""
-    settings = parse_config(None, suse=False, engine=engine).env_file._replace(require_pod_binding=required)
+    settings = replaced(parse_config(None, suse=False, engine=engine).env_file, require_pod_binding=required)
     check = check_pod_binding(settings)
     assert (check.name, check.ok, check.detail) == ("pod binding", ok, detail)
     assert (check.fix == "") is (ok is True)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record_helpers import replaced
 
 from hook.pipeline import nvcli
 from hook.pipeline.config import CliSettings, parse_config
@@ -66,7 +67,7 @@ def test_build_search_path(current: str, root: str, expected: str) -> None:
 
 def cli_settings(**changes: Any) -> CliSettings:
     """The default cli table with some keys changed."""
-    return parse_config(None, suse=False).cli._replace(**changes)
+    return replaced(parse_config(None, suse=False).cli, **changes)
 
 
 def executable(path: Path) -> Path:
@@ -159,8 +160,8 @@ def test_normalize_ldconfig_on_this_host() -> None:
 )
 def test_cuda_compat_flags(mode: str, allow: bool, flags: list[str]) -> None:
     """The legacy cuda-compat-mode maps to the cli flag; unknown values fall back unless the feature is on."""
-    settings = parse_config(None, suse=False)._replace(
-        cuda_compat_mode=mode, allow_cuda_compat_libs_from_container=allow
+    settings = replaced(
+        parse_config(None, suse=False), cuda_compat_mode=mode, allow_cuda_compat_libs_from_container=allow
     )
     assert cuda_compat_flags(settings) == flags
 
@@ -182,8 +183,15 @@ def test_resolve_rootfs(root: str, cwd: str, expected: str) -> None:
 
 def request(**changes: Any) -> GpuRequest:
     """A GPU request for device 0 with the default capabilities."""
-    base = GpuRequest(["0"], "", "", [], ["compute", "utility"], [])
-    return base._replace(**changes)
+    base = GpuRequest(
+        devices=["0"],
+        mig_config="",
+        mig_monitor="",
+        imex_channels=[],
+        capabilities=["compute", "utility"],
+        requirements=[],
+    )
+    return replaced(base, **changes)
 
 
 def test_build_argv_default() -> None:
