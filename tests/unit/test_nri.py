@@ -19,6 +19,7 @@ import pytest
 from conftest import REPO, MakeBundle, MakeConfig, RunHook
 from hypothesis import given
 from hypothesis import strategies as st
+from record_helpers import replaced
 from test_envfile_hook import FILE_REFUSALS
 
 from hook.nri import nri_pb2, wire
@@ -418,7 +419,7 @@ def test_cdi_devices_checked_before_any_is_named(
     """Whatever the runtime does with the answer, a device no spec defines, or an allocation written for
     another pod, is refused before it is named: the runtime shim's checks, with the NRI pod identity."""
     context = cdi_context(tmp_path, version)
-    context.settings = context.settings._replace(accept_envvar_unprivileged=True)
+    context.settings = replaced(context.settings, accept_envvar_unprivileged=True)
     path = write_env_file(tmp_path, content)
     with pytest.raises(CdiError) as refused:
         adjust_container(POD, container([f"{VAR}={path}"]), context)
