@@ -69,7 +69,12 @@ def run_entry(
         input=stdin,
         capture_output=True,
         cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", "XDG_CONFIG_HOME": str(tmp_path / "no-xdg"), **(env or {})},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "XDG_CONFIG_HOME": str(tmp_path / "no-xdg"),
+            "GPU_ENV_HOOK_NAME_KEY": os.environ["GPU_ENV_HOOK_NAME_KEY"],
+            **(env or {}),
+        },
         timeout=30,
         check=False,
     )

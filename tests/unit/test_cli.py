@@ -25,7 +25,11 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="env files must be roo
 def hook(*args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python -I -m hook [-config FILE] ARGS`` and capture its output."""
     argv = [*HOOK, *(["-config", str(config)] if config else []), *args]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "XDG_CONFIG_HOME": "/nonexistent"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "XDG_CONFIG_HOME": "/nonexistent",
+        "GPU_ENV_HOOK_NAME_KEY": os.environ["GPU_ENV_HOOK_NAME_KEY"],
+    }
     return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=60, check=False)
 
 

@@ -32,6 +32,7 @@ def hook(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "XDG_CONFIG_HOME": "/nonexistent",
         "COLUMNS": "100",
+        "GPU_ENV_HOOK_NAME_KEY": os.environ["GPU_ENV_HOOK_NAME_KEY"],
     }
     return subprocess.run(
         [*HOOK, *args],
@@ -50,6 +51,7 @@ def on_terminal(*args: str, env: dict[str, str] | None = None) -> tuple[int, str
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "XDG_CONFIG_HOME": "/nonexistent",
         "TERM": "xterm",
+        "GPU_ENV_HOOK_NAME_KEY": os.environ["GPU_ENV_HOOK_NAME_KEY"],
     }
     leader, follower = pty.openpty()
     try:

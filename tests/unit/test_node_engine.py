@@ -73,7 +73,9 @@ def test_env_file_cli_example_runs_as_written_on_an_installed_node() -> None:
     node where install recorded containerd, with no GPU_ENV_HOOK_ENGINE in the environment."""
     script = doc_block("docs/env-file.md", "### From the command line", "sh")
     proc = in_node(
-        ["bash", "-e", "-c", script], record="containerd", env={"POD_UID": POD_UID, "CONTAINER": CONTAINER}
+        ["bash", "-e", "-c", script],
+        record="containerd",
+        env={"POD_UID": POD_UID, "POD_NAMESPACE": "team-a", "POD_NAME": "train-0", "CONTAINER": CONTAINER},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "binding" in proc.stdout

@@ -71,7 +71,7 @@ def process(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
     path = [str(REPO), *sys.path]
     launcher = f"import sys; sys.path[:0] = {path!r}; from hook.__main__ import main; sys.exit(main())"
     argv = [sys.executable, "-I", "-S", "-c", launcher, "-config", str(config), *args]
-    env = {"PATH": "/usr/bin:/bin"}
+    env = {"PATH": "/usr/bin:/bin", "GPU_ENV_HOOK_NAME_KEY": os.environ["GPU_ENV_HOOK_NAME_KEY"]}
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
 
 
