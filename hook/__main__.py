@@ -9,10 +9,11 @@ from __future__ import annotations
 import posix
 import sys
 
+from hook.util.errors import HookError, UsageError, describe_os_error
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hook.stages.prestart import Options
-    from hook.util.errors import UsageError
 
 PROG = "gpu-env-hook"
 HUMAN_COMMANDS = ("resolve", "validate", "env-file", "cdi", "config", "doctor", "install", "uninstall")
@@ -73,7 +74,7 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
             break
         name = arg[2:] if arg.startswith("--") else arg[1:]
         if not name or name.startswith(("-", "=")):
-            raise _usage_error(f"bad flag syntax: {arg}")
+            raise UsageError(f"bad flag syntax: {arg}")
         name, has_value, value = name.partition("=")
         if name in ("h", "help"):
             raise HelpRequestedError(argv[index:])
@@ -83,16 +84,16 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
             elif value in _GO_TRUE or value in _GO_FALSE:
                 flags[name] = value in _GO_TRUE
             else:
-                raise _usage_error(f'invalid boolean value "{value}" for -{name}: parse error')
+                raise UsageError(f'invalid boolean value "{value}" for -{name}: parse error')
         elif name in _STRING_FLAGS:
             if not has_value:
                 if index >= len(argv):
-                    raise _usage_error(f"flag needs an argument: -{name}")
+                    raise UsageError(f"flag needs an argument: -{name}")
                 value = argv[index]
                 index += 1
             flags[name] = value
         else:
-            raise _usage_error(f"flag provided but not defined: -{name}")
+            raise UsageError(f"flag provided but not defined: -{name}")
     return flags, argv[index:]
 
 
@@ -118,10 +119,10 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         sys.stdout.write(f"{PROG} version {__version__}\n")
         return 0
     if not rest:
-        raise _usage_error("no command given")
+        raise UsageError("no command given")
     command = rest[0]
     if "no-color" in flags and command not in HUMAN_COMMANDS and command != "help":
-        raise _usage_error("flag provided but not defined: -no-color")  # the stages keep upstream's flag set
+        raise UsageError("flag provided but not defined: -no-color")  # the stages keep upstream's flag set
     if command in ("poststart", "poststop"):
         return 0
     if command in ("prestart", "createRuntime"):
@@ -158,7 +159,7 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         from hook.commands.cli import run_cli
 
         return run_cli(rest, config=config_path, debug=debug, no_color=no_color)
-    raise _usage_error(f"unknown command: {command}")
+    raise UsageError(f"unknown command: {command}")
 
 
 def print_help(rest: list[str]) -> int:
@@ -189,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 def report_error(err: Exception, *, debug: bool) -> int:
     """Print the one line for a failure and return its exit status: a usage error with the usage text, a
     refusal (HookError) as it is, an OSError no stage wrapped with its path and reason, anything else as an
-    internal error (its traceback only with -debug). The error classes are loaded here, not at start."""
-    from hook.util.errors import HookError, UsageError, describe_os_error
-
+    internal error (its traceback only with -debug)."""
     if isinstance(err, UsageError):
         sys.stderr.write(f"{err}\n{USAGE}")
         return err.exit_code
@@ -208,13 +207,6 @@ def report_error(err: Exception, *, debug: bool) -> int:
 
         traceback.print_exception(err)
     return 1
-
-
-def _usage_error(message: str) -> UsageError:
-    """A UsageError: its class is loaded only when the command line is refused (``hook.util.errors``)."""
-    from hook.util.errors import UsageError
-
-    return UsageError(message)
 
 
 if __name__ == "__main__":

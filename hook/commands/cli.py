@@ -19,7 +19,7 @@ import typer
 
 from hook.commands.envfile import check_command, columns, path_command, write_command
 from hook.util import envvars
-from hook.util.errors import HookError, UsageError
+from hook.util.errors import HookError, UsageError, describe_os_error
 from hook.util.safetext import os_reason
 
 PROG = "gpu-env-hook"
@@ -137,8 +137,6 @@ def run_cli(args: list[str], *, config: str | None, debug: bool = False, no_colo
         sys.stderr.write(f"{PROG}: {err}\n")
         return err.exit_code
     except OSError as err:  # a system call no command wrapped: still one line with the path and the reason
-        from hook.util.errors import describe_os_error
-
         sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
         if debug:
             import traceback

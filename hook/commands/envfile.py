@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hook.util.errors import HookError
+from hook.util.errors import HookError, describe_os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,8 +105,6 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
         sys.stderr.write(f"{PROG}: {err}\n")
         return err.exit_code
     except OSError as err:  # a system call no step wrapped: still one line with the path and the reason
-        from hook.util.errors import describe_os_error
-
         sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
         return 1
     except Exception as err:  # noqa: BLE001 - the last line of defence, as hook.commands.cli.run_cli's

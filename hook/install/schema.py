@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from hook.pipeline.config import DEVICE_MODES, MAX_ENV_FILE_BYTES, default_settings
 from hook.util.envvars import POD_BINDING_ENGINES
-from hook.util.errors import ConfigError, HookError
+from hook.util.errors import ConfigError, HookError, SpecError, StateError
 from hook.util.safetext import decode_error_reason, json_kind, os_reason
 
 KINDS = {
@@ -157,8 +157,6 @@ def hook_problems(document: object, kind: str) -> list[Problem]:
     config: the hook's own ``check_spec`` and ``process.env`` parsing (it needs ``process`` and ``root``,
     which OCI leaves optional, and every env entry as ``KEY=value``); state: the hook's own state reader.
     """
-    from hook.util.errors import SpecError, StateError
-
     try:
         if kind == "config" and isinstance(document, dict):
             from hook.pipeline.bundle import check_spec, parse_env, process_env

@@ -10,6 +10,8 @@ variable's name in its bytes, it is not even decoded.
 
 from __future__ import annotations
 
+from hook.util.errors import EnvFileError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
@@ -51,7 +53,6 @@ def run_backstop(stdin: BinaryIO, environ: dict[str, str] | os._Environ[str], co
     if not named:
         return 0
     from hook.util.beneath import show_path
-    from hook.util.errors import EnvFileError
 
     raise EnvFileError(
         f"env file {show_path(named)}: not handled by the NRI plugin (is `gpu-env-hook nri` running?); "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from hook.nri import nri_pb2
 from hook.util import envvars
+from hook.util.errors import CdiError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -227,8 +228,6 @@ def _edits_as_adjustment(
     if isinstance(user, dict) and user.get("additionalGids"):
         extra.append("additionalGids")
     if extra:
-        from hook.util.errors import CdiError
-
         raise CdiError(
             f"gpu-env-hook nri: CDI edits ({', '.join(extra)}) cannot go through NRI on containerd 2.0"
         )

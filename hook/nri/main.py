@@ -6,6 +6,7 @@ import os
 import sys
 
 from hook.util import envvars
+from hook.util.errors import HookError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
 
 def run_nri(args: list[str], *, config: str | None) -> int:
     """Run the plugin until stopped; a bad command line or configuration is refused before connecting."""
-    from hook.util.errors import HookError, UsageError
-
     if len(args) > 1 or (args and args[0].startswith("-")):
         raise UsageError("nri takes at most one argument, the NRI socket's path")
     try:

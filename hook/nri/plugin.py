@@ -21,6 +21,7 @@ import time
 
 from hook.nri import nri_pb2, ttrpc_pb2, wire
 from hook.util import paths
+from hook.util.errors import HookError, describe_os_error
 from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
@@ -70,8 +71,6 @@ def connect(path: str, timeout: float = 5.0) -> socket.socket:
 
 def _not_root(path: str, uid: int) -> Exception:
     """The refusal of a socket served by another user (it could forge every pod's identity)."""
-    from hook.util.errors import HookError
-
     return HookError(f"gpu-env-hook nri: {path} is served by uid {uid}, not root: not connecting")
 
 
@@ -99,8 +98,6 @@ class Session:
             if message.conn == wire.RUNTIME_CONN and message.kind == wire.RESPONSE:
                 response = ttrpc_pb2.Response.FromString(message.data)
                 if response.status.code:
-                    from hook.util.errors import HookError
-
                     raise HookError(f"gpu-env-hook nri: registration refused: {response.status.message}")
                 continue
             if message.conn != wire.PLUGIN_CONN or message.kind != wire.REQUEST:
@@ -144,7 +141,6 @@ class Session:
     def create_container(self, payload: bytes) -> ttrpc_pb2.Response:
         """Decide one container's adjustment; a refusal becomes the request's error (its one line)."""
         from hook.nri.decide import adjust_container
-        from hook.util.errors import HookError
 
         create = nri_pb2.CreateContainerRequest.FromString(payload)
         try:
@@ -155,8 +151,6 @@ class Session:
             )
             return _error(FAILED_PRECONDITION, str(err))
         except Exception as err:  # noqa: BLE001 - a container is refused, the plugin keeps serving
-            from hook.util.errors import describe_os_error
-
             line = (
                 f"gpu-env-hook nri: {describe_os_error(err)}"
                 if isinstance(err, OSError)
@@ -183,8 +177,6 @@ def _error(code: int, line: str) -> ttrpc_pb2.Response:
 def run(path: str, context: Context, *, log: Callable[[str], None] | None = None) -> int:
     """Serve the runtime on ``path``, reconnecting with backoff, until stopped."""
     from google.protobuf.message import DecodeError
-
-    from hook.util.errors import HookError
 
     say = log or _stderr
     delay = BACKOFF_FIRST

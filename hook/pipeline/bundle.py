@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 from hook.util import paths
+from hook.util.errors import SpecError, os_error
 from hook.util.safetext import decode_error_reason, json_kind, os_reason
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from hook.util.errors import SpecError
 
 
 class Spec:
@@ -33,13 +30,11 @@ def load_spec(bundle: str) -> Spec:
     try:
         fh = open(path, "rb")  # noqa: SIM115 - an open error and a read error are told apart
     except OSError as err:
-        raise spec_error(f"could not open OCI spec: open {path}: {os_reason(err, go=True)}") from None
+        raise SpecError(f"could not open OCI spec: open {path}: {os_reason(err, go=True)}") from None
     with fh:
         try:
             raw = fh.read()  # no size bound: runc itself reads any size (20 MB and 50 MB specs run)
         except OSError as err:
-            from hook.util.errors import os_error
-
             raise os_error("read OCI spec", path, err) from None
     return Spec(path=path, raw=raw, document=parse_spec(raw))
 
@@ -51,9 +46,9 @@ def parse_spec(raw: bytes) -> dict[str, object]:
     try:
         document = decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise spec_error(f"could not decode OCI spec: {decode_error_reason(err)}") from None
+        raise SpecError(f"could not decode OCI spec: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):
-        raise spec_error(
+        raise SpecError(
             f"could not decode OCI spec: the spec must be a JSON object, got {json_kind(document)}"
         )
     return document
@@ -63,22 +58,22 @@ def check_spec(document: dict[str, object]) -> None:
     """Apply upstream's presence checks on ociVersion, process and root, and the types we rely on."""
     version = document.get("ociVersion")
     if version is None:
-        raise spec_error("Version is empty in OCI spec")
+        raise SpecError("Version is empty in OCI spec")
     if not isinstance(version, str):
-        raise spec_error(f"could not decode OCI spec: ociVersion must be a string, got {json_kind(version)}")
+        raise SpecError(f"could not decode OCI spec: ociVersion must be a string, got {json_kind(version)}")
     process = document.get("process")
     if process is None:
-        raise spec_error("Process is empty in OCI spec")
+        raise SpecError("Process is empty in OCI spec")
     if not isinstance(process, dict):
-        raise spec_error(f"could not decode OCI spec: process must be an object, got {json_kind(process)}")
+        raise SpecError(f"could not decode OCI spec: process must be an object, got {json_kind(process)}")
     root = document.get("root")
     if root is None:
-        raise spec_error("Root is empty in OCI spec")
+        raise SpecError("Root is empty in OCI spec")
     if not isinstance(root, dict) or not isinstance(root.get("path", ""), str):
-        raise spec_error("could not decode OCI spec: root must be an object with a string path")
+        raise SpecError("could not decode OCI spec: root must be an object with a string path")
     env = process.get("env")
     if env is not None and not (isinstance(env, list) and all(isinstance(item, str) for item in env)):
-        raise spec_error("could not decode OCI spec: process.env must be an array of strings")
+        raise SpecError("could not decode OCI spec: process.env must be an array of strings")
     mounts = document.get("mounts")
     if mounts is not None and not (
         isinstance(mounts, list)
@@ -89,7 +84,7 @@ def check_spec(document: dict[str, object]) -> None:
             for m in mounts
         )
     ):
-        raise spec_error("could not decode OCI spec: mounts must be an array of objects with string fields")
+        raise SpecError("could not decode OCI spec: mounts must be an array of objects with string fields")
 
 
 def process_env(document: dict[str, object]) -> list[str]:
@@ -113,7 +108,7 @@ def parse_env(entries: list[str]) -> dict[str, str]:
         pass
     for index, entry in enumerate(entries):
         if "=" not in entry:
-            raise spec_error(f"invalid environment variable: process.env[{index}] has no '='") from None
+            raise SpecError(f"invalid environment variable: process.env[{index}] has no '='") from None
     raise AssertionError("unreachable: every entry has an '='")  # pragma: no cover
 
 
@@ -168,14 +163,4 @@ def write_spec(path: str, document: dict[str, object]) -> None:
     try:
         write_atomic(path, dump_spec(document), durable=False)
     except OSError as err:
-        from hook.util.errors import os_error
-
         raise os_error("write", path, err) from None
-
-
-def spec_error(message: str) -> SpecError:
-    """A SpecError: its class is loaded only when a spec is refused (``hook.util.errors`` says why); the other
-    checks of config.json (``hook.pipeline.privilege``) raise it too."""
-    from hook.util.errors import SpecError
-
-    return SpecError(message)

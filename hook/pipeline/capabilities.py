@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hook.pipeline.devices import split_tokens
 from hook.util import envvars
+from hook.util.errors import RequestError
 from hook.util.safetext import escape
 
 DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
@@ -24,8 +25,6 @@ def resolve_capabilities(env: dict[str, str], supported: frozenset[str], *, lega
         if "all" in requested:
             return sorted(supported)
         if not requested <= supported:
-            from hook.util.errors import RequestError
-
             raise RequestError(
                 f"unsupported capabilities found in '{escape(','.join(sorted(requested)))}' "
                 f"(allowed '{','.join(sorted(requested & supported))}')",

@@ -10,12 +10,12 @@ from __future__ import annotations
 from hook.pipeline.configfile import (
     CONFIG_ERROR_PREFIX,
     DEFAULT_RUNTIMES,
-    config_error,
     find_config_path,
     load_config_text,
     resolve_node_engine,
 )
 from hook.util import envvars
+from hook.util.errors import ConfigError
 from hook.util.safetext import escape
 
 TYPE_CHECKING = False
@@ -273,7 +273,7 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise config_error(f"{_PREFIX}{where}: invalid TOML: {err}") from None
+        raise ConfigError(f"{_PREFIX}{where}: invalid TOML: {err}") from None
 
 
 def build_settings(merged: dict[str, Any], *, source: str | None, engine: str | None = None) -> Settings:
@@ -337,7 +337,7 @@ def resolve_pod_binding_engine(configured: str, engine: str | None, where: str) 
     names = ", ".join(envvars.POD_BINDING_ENGINES)
     if configured:
         if configured not in envvars.POD_BINDING_ENGINES:
-            raise config_error(
+            raise ConfigError(
                 f"{_PREFIX}{where}: env-file.pod-binding-engine must be one of {names} "
                 f"(or empty: {envvars.GPU_ENV_HOOK_ENGINE} decides), got '{escape(configured)}'"
             )
@@ -345,7 +345,7 @@ def resolve_pod_binding_engine(configured: str, engine: str | None, where: str) 
     if not engine:
         return "none"
     if engine not in envvars.POD_BINDING_ENGINES:
-        raise config_error(
+        raise ConfigError(
             f"{_PREFIX}the hook's environment: {envvars.GPU_ENV_HOOK_ENGINE} must be one of {names}, "
             f"got '{escape(engine)}'"
         )
@@ -365,7 +365,7 @@ def parse_supported_capabilities(value: str, where: str) -> frozenset[str]:
     items = split_list(value)
     unknown = sorted(set(items) - set(ALL_CAPABILITIES))
     if unknown:
-        raise config_error(
+        raise ConfigError(
             f"{_PREFIX}{where}: supported-driver-capabilities must list only "
             f"{', '.join(ALL_CAPABILITIES)} or be 'all', got unknown {', '.join(repr(u) for u in unknown)}"
         )
@@ -376,40 +376,40 @@ def _check_rules(settings: Settings, where: str) -> None:
     """Apply the checks that span more than one key's type."""
     ldconfig = settings.cli.ldconfig
     if not ldconfig.startswith("@") and not settings.allow_ldconfig_from_container:
-        raise config_error(
+        raise ConfigError(
             f'{_PREFIX}{where}: nvidia-container-cli.ldconfig value "{ldconfig}" is not host-relative '
             "(does not start with a '@')"
         )
     env_file = settings.env_file
     if not is_env_name(env_file.variable):
-        raise config_error(f"{_PREFIX}{where}: env-file.variable must be an environment variable name")
+        raise ConfigError(f"{_PREFIX}{where}: env-file.variable must be an environment variable name")
     for directory in env_file.directories:
         if not directory.startswith("/"):
-            raise config_error(
+            raise ConfigError(
                 f"{_PREFIX}{where}: env-file.directories must hold absolute paths, got {directory!r}"
             )
     if env_file.on_missing not in ("error", "ignore"):
-        raise config_error(f"{_PREFIX}{where}: env-file.on-missing must be 'error' or 'ignore'")
+        raise ConfigError(f"{_PREFIX}{where}: env-file.on-missing must be 'error' or 'ignore'")
     if not 0 < env_file.max_bytes <= MAX_ENV_FILE_BYTES:
-        raise config_error(f"{_PREFIX}{where}: env-file.max-bytes must be between 1 and {MAX_ENV_FILE_BYTES}")
+        raise ConfigError(f"{_PREFIX}{where}: env-file.max-bytes must be between 1 and {MAX_ENV_FILE_BYTES}")
     if not 0 < settings.hook_timeout <= MAX_HOOK_TIMEOUT:
-        raise config_error(
+        raise ConfigError(
             f"{_PREFIX}{where}: gpu-env-hook.timeout must be between 1 and {MAX_HOOK_TIMEOUT} (seconds)"
         )
     if settings.runtime and not settings.runtime.startswith("/"):
-        raise config_error(f"{_PREFIX}{where}: gpu-env-runtime.runtime must be an absolute path")
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env-runtime.runtime must be an absolute path")
     _check_cdi_rules(settings, where)
 
 
 def _check_cdi_rules(settings: Settings, where: str) -> None:
     """``[gpu-env]``: a known device mode, a ``vendor/class`` default kind, absolute spec directories."""
     if settings.device_mode not in DEVICE_MODES:
-        raise config_error(f"{_PREFIX}{where}: gpu-env.device-mode must be 'legacy' or 'cdi'")
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env.device-mode must be 'legacy' or 'cdi'")
     if settings.cdi.default_kind != DEFAULT_CDI_KIND:  # the default is valid: no import for it
         _check_cdi_kind(settings.cdi.default_kind, where)
     for directory in settings.cdi.spec_dirs:
         if not directory.startswith("/"):
-            raise config_error(
+            raise ConfigError(
                 f"{_PREFIX}{where}: gpu-env.cdi.spec-dirs must hold absolute paths, got {directory!r}"
             )
 
@@ -421,7 +421,7 @@ def _check_cdi_kind(kind: str, where: str) -> None:
     vendor, klass = parse_qualifier(kind)
     problem = vendor_error(vendor) or class_error(klass)
     if problem is not None:
-        raise config_error(f"{_PREFIX}{where}: gpu-env.cdi.default-kind must be vendor/class: {problem}")
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env.cdi.default-kind must be vendor/class: {problem}")
 
 
 def is_env_name(name: str) -> bool:
@@ -440,10 +440,10 @@ def _merge(defaults: dict[str, Any], document: dict[str, Any], where: str, prefi
         value = document[key]
         if isinstance(default, dict):
             if not isinstance(value, dict):
-                raise config_error(f"{_PREFIX}{where}: {name} must be a table, got {_kind(value)}")
+                raise ConfigError(f"{_PREFIX}{where}: {name} must be a table, got {_kind(value)}")
             merged[key] = _merge(default, value, where, name + ".")
         elif not _same_kind(default, value):
-            raise config_error(f"{_PREFIX}{where}: {name} must be {_kind(default)}, got {_kind(value)}")
+            raise ConfigError(f"{_PREFIX}{where}: {name} must be {_kind(default)}, got {_kind(value)}")
         else:
             merged[key] = value
     return merged

@@ -7,12 +7,12 @@ and read the file, and tell whether it could matter, without importing ``typing`
 from __future__ import annotations
 
 from hook.util import envvars, paths
+from hook.util.errors import ConfigError
+from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
-
-    from hook.util.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CONFIG_ERROR_PREFIX = "error getting hook config: failed to load config: "
@@ -116,20 +116,13 @@ def load_config_text(path: str, *, required: bool) -> str | None:
             data = fh.read()
     except FileNotFoundError:
         if required:
-            raise config_error(
+            raise ConfigError(
                 f"{_PREFIX}couldn't open required configuration file {path}: file does not exist"
             ) from None
         return None
     except OSError as err:
-        raise config_error(f"{_PREFIX}couldn't open configuration file {path}: {err.strerror}") from None
+        raise ConfigError(f"{_PREFIX}couldn't open configuration file {path}: {os_reason(err)}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise config_error(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
-
-
-def config_error(message: str) -> ConfigError:
-    """A ConfigError: its class is loaded only when the file is refused (``hook.util.errors`` says why)."""
-    from hook.util.errors import ConfigError
-
-    return ConfigError(message)
+        raise ConfigError(f"{_PREFIX}{path}: the file is not valid UTF-8") from None

@@ -14,6 +14,7 @@ names are the ones the unprivileged check trusts, exactly as when the hook reads
 from __future__ import annotations
 
 from hook.util import paths
+from hook.util.errors import EnvFileError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,8 +51,6 @@ def parse_handoff(text: str) -> Handoff | None:
     kind, sep, listed = text.partition(":")
     names = tuple(listed.split(",")) if listed else ()
     if not sep or kind not in (PINNED, UNPINNED) or not all(_is_name(name) for name in names):
-        from hook.util.errors import EnvFileError  # loaded only to refuse (hook.util.errors)
-
         raise EnvFileError(f"-{FLAG}: expected none, pinned:NAMES or unpinned:NAMES (names of variables)")
     return Handoff(pinned=kind == PINNED, names=names)
 
@@ -83,8 +82,6 @@ def take_handoff(value: str, env: dict[str, str], variable: str) -> EnvFile | No
     path = env.get(variable, "")
     for name in handoff.names:
         if name not in env:
-            from hook.util.errors import EnvFileError  # loaded only to refuse (hook.util.errors)
-
             raise EnvFileError(
                 f"env file {show_path(path)}: the runtime shim merged {name} into process.env but "
                 "config.json no longer holds it (config.json was changed after the shim)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hook.util import log, paths
+from hook.util.errors import RequestError
 
 DIRECT_INVOCATION_MESSAGE = (
     "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) is not "
@@ -42,15 +43,11 @@ def check_mode(configured: str, devices: list[str], *, skip: bool, device_mode: 
     In our CDI device mode the hook never hands devices over (see ``CDI_MODE_MESSAGE``).
     """
     if device_mode == "cdi":
-        from hook.util.errors import RequestError
-
         raise RequestError(CDI_MODE_MESSAGE)
     if skip:
         return
     mode, line = resolve_mode(configured, devices)
     if mode != "legacy":
-        from hook.util.errors import RequestError
-
         raise RequestError(DIRECT_INVOCATION_MESSAGE)
     log.info(line)
 

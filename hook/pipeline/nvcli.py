@@ -6,6 +6,7 @@ import posix
 import sys
 
 from hook.util import paths
+from hook.util.errors import ExecError
 from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
@@ -37,8 +38,6 @@ def locate_cli(cli: CliSettings, environ: dict[str, str]) -> str:
         candidate = paths.join(directory or ".", CLI_NAME)
         if paths.isfile(candidate) and posix.access(candidate, posix.X_OK):
             return candidate
-    from hook.util.errors import ExecError
-
     raise ExecError(
         f'couldn\'t find binary {CLI_NAME} in PATH: exec: "{CLI_NAME}": executable file not found in $PATH'
     )
@@ -134,6 +133,4 @@ def exec_cli(argv: list[str], env: dict[str, str]) -> None:
     try:
         posix.execve(argv[0], argv, env)
     except OSError as err:
-        from hook.util.errors import ExecError
-
         raise ExecError(f"exec failed: {os_reason(err, go=True)}") from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hook.pipeline.bundle import spec_error
+from hook.util.errors import SpecError
 from hook.util.safetext import escape, json_kind
 
 CAP_SYS_ADMIN = "CAP_SYS_ADMIN"
@@ -20,21 +20,21 @@ def resolve_privileged(document: dict[str, object]) -> bool:
         return False
     if flat:
         if not _is_string_list(capabilities):
-            raise spec_error(
+            raise SpecError(
                 "could not decode Process.Capabilities in OCI spec: expected an array of strings for "
                 f"ociVersion {escape(str(version))}, got {json_kind(capabilities)}"
             )
         assert isinstance(capabilities, list)  # noqa: S101 - checked above
         return CAP_SYS_ADMIN in capabilities
     if not isinstance(capabilities, dict):
-        raise spec_error(
+        raise SpecError(
             "could not decode Process.Capabilities in OCI spec: "
             f"expected an object, got {json_kind(capabilities)}"
         )
     for name in _CAP_SETS:
         value = capabilities.get(name)
         if value is not None and not _is_string_list(value):
-            raise spec_error(
+            raise SpecError(
                 f"could not decode Process.Capabilities in OCI spec: {name} must be an array of strings"
             )
     bounding = capabilities.get("bounding") or []

@@ -6,6 +6,7 @@ from hook.pipeline.capabilities import resolve_capabilities
 from hook.pipeline.config import Settings
 from hook.pipeline.devices import is_legacy_image, resolve_devices, resolve_imex_channels
 from hook.util import envvars
+from hook.util.errors import RequestError
 
 
 class GpuRequest:
@@ -93,7 +94,5 @@ def _mig_value(env: dict[str, str], name: str, short: str, *, privileged: bool) 
     """Return a MIG variable's value verbatim; only a privileged container may set it."""
     value = env.get(name, "")
     if value and not privileged:
-        from hook.util.errors import RequestError
-
         raise RequestError(f"cannot set {short} in non privileged container")
     return value

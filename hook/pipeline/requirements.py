@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hook.util import envvars
+from hook.util.errors import RequestError
 from hook.util.safetext import escape
 
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -42,8 +43,6 @@ def resolve_requirements(env: dict[str, str], *, legacy: bool) -> list[str]:
         try:
             major_minor = parse_major_minor(version)
         except ValueError as err:
-            from hook.util.errors import RequestError
-
             raise RequestError(
                 "failed to get requirements failed to get version: "
                 f"invalid CUDA version {escape(version)}: {err}",

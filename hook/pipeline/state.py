@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hook.util.errors import StateError
 from hook.util.jsontext import decode_prefix
 from hook.util.safetext import decode_error_reason, json_kind
 
@@ -11,8 +12,6 @@ _CHUNK = 65536
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
-
-    from hook.util.errors import StateError
 
 
 class State:
@@ -31,22 +30,22 @@ def parse_state(data: bytes) -> State:
     try:
         document, _ = decode_prefix(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise _state_error(f"could not decode container state: {decode_error_reason(err)}") from None
+        raise StateError(f"could not decode container state: {decode_error_reason(err)}") from None
     if not isinstance(document, dict):
-        raise _state_error("could not decode container state: the state must be a JSON object")
+        raise StateError("could not decode container state: the state must be a JSON object")
     pid = document.get("pid", 0)
     if pid is None:
         pid = 0
     if isinstance(pid, bool) or not isinstance(pid, int):
-        raise _state_error(f"could not decode container state: pid must be an integer, got {json_kind(pid)}")
+        raise StateError(f"could not decode container state: pid must be an integer, got {json_kind(pid)}")
     bundle = document.get("bundle") or document.get("bundlePath") or ""
     if not isinstance(bundle, str):
-        raise _state_error(
+        raise StateError(
             f"could not decode container state: bundle must be a string, got {json_kind(bundle)}"
         )
     annotations = document.get("annotations") or {}
     if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
-        raise _state_error("could not decode container state: annotations must map strings to strings")
+        raise StateError("could not decode container state: annotations must map strings to strings")
     return State(bundle=bundle, pid=pid, annotations=annotations)
 
 
@@ -91,10 +90,3 @@ def _try_state(data: bytes) -> State | None:
         if position >= len(text.rstrip()) - 16 or message.startswith("Unterminated string"):
             return None
     return parse_state(data)
-
-
-def _state_error(message: str) -> StateError:
-    """A StateError: its class is loaded only when a state is refused (``hook.util.errors`` says why)."""
-    from hook.util.errors import StateError
-
-    return StateError(message)

@@ -27,7 +27,7 @@ from hook.cdi.names import quote
 from hook.pipeline.cdidevices import ALLOC_FILE_PREFIX as FILE_PREFIX
 from hook.pipeline.cdidevices import ALLOC_KIND
 from hook.util import envvars
-from hook.util.errors import CdiError, UsageError
+from hook.util.errors import CdiError, UsageError, os_error
 from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
@@ -180,8 +180,6 @@ def write_alloc_spec(spec: dict[str, Any], pins: dict[str, str], directory: str 
                 os.unlink(other.path)
         write_atomic(path, data, mode=FILE_MODE, owner=(0, 0) if os.geteuid() == 0 else None)
     except OSError as err:
-        from hook.util.errors import os_error
-
         raise os_error("write CDI spec", path, err) from None
     return path
 
@@ -257,7 +255,6 @@ def gc_alloc_specs(
     pinned by namespace and name is kept. Every spec is tried: return the paths removed and one line per
     spec that could not be removed."""
     from hook.pipeline import pod
-    from hook.util.errors import os_error
 
     removed: list[str] = []
     failed: list[str] = []
@@ -281,6 +278,4 @@ def _unlink(path: str) -> None:
     except FileNotFoundError:
         pass
     except OSError as err:
-        from hook.util.errors import os_error
-
         raise os_error("remove CDI spec", path, err) from None

@@ -21,6 +21,7 @@ from hook.pipeline.bundle import (
 from hook.pipeline.configfile import config_mentions, find_config_path, load_config_text
 from hook.pipeline.specenv import merge_spec_env, spec_may_matter
 from hook.util.envvars import GPU_ENV_HOOK_ENGINE
+from hook.util.errors import os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def load_proposed_spec(stdin: BinaryIO) -> bytes:
     try:
         return stdin.read()
     except OSError as err:
-        from hook.util.errors import os_error  # loaded only to refuse (hook.util.errors)
-
         raise os_error("read the proposed spec from", "stdin", err) from None
 
 
@@ -87,7 +86,5 @@ def run_precreate(
         stdout.write(result)
         stdout.flush()
     except OSError as err:
-        from hook.util.errors import os_error  # loaded only to refuse (hook.util.errors)
-
         raise os_error("write the spec to", "stdout", err) from None
     return 0

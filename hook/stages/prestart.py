@@ -22,6 +22,7 @@ from hook.pipeline.configfile import config_may_select, find_config_path, load_c
 from hook.pipeline.privilege import resolve_privileged
 from hook.pipeline.state import load_state
 from hook.util import envvars
+from hook.util.errors import RequestError
 from hook.util.paths import DEVICE_LIST_ROOT
 
 TYPE_CHECKING = False
@@ -144,8 +145,6 @@ def resolve_container(
     try:
         request = resolve_request(env, mounts, settings, privileged=privileged, trusted=trusted)
     except Exception as err:
-        from hook.util.errors import RequestError  # loaded only to refuse (``hook.util.errors``)
-
         if isinstance(err, RequestError) and env_file is not None and err.variable in env_file.values:
             from hook.util.beneath import show_path
 

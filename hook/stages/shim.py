@@ -18,7 +18,7 @@ import sys
 
 from hook.pipeline.configfile import find_config_path, load_config_text
 from hook.util.envvars import GPU_ENV_HOOK_ENGINE, GPU_ENV_RUNTIME_PID, GPU_ENV_RUNTIME_PROBE
-from hook.util.errors import ExecError, HookError, SpecError
+from hook.util.errors import ExecError, HookError, SpecError, describe_os_error
 from hook.util.paths import FIXED_PATH, RUNTIME_WRAPPERS
 from hook.util.safetext import LINE_LIMIT, escape, os_reason
 
@@ -482,8 +482,6 @@ def main(argv: list[str] | None = None, *, runtime: str | None = None) -> int:
         report(invocation, str(err))
         return err.exit_code
     except OSError as err:  # a system call no step wrapped: still one line with the path and the reason
-        from hook.util.errors import describe_os_error
-
         report(invocation, describe_os_error(err))
         return 1
     except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a bare traceback

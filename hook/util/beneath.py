@@ -12,11 +12,8 @@ import _stat as stat
 import posix
 
 from hook.util import paths
+from hook.util.errors import EnvFileError, EnvFileMissingError
 from hook.util.safetext import escape, os_reason
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from hook.util.errors import EnvFileError, EnvFileMissingError
 
 _WALK_FLAGS = posix.O_PATH | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
 _OPEN_FLAGS = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOFOLLOW | posix.O_CLOEXEC | posix.O_NOCTTY
@@ -28,17 +25,13 @@ def show_path(path: str) -> str:
 
 
 def refuse(path: str, reason: str, *, line: int | None = None) -> EnvFileError:
-    """Build the one-line refusal for ``path`` (the error classes load only now: ``hook.util.errors``)."""
-    from hook.util.errors import EnvFileError
-
+    """Build the one-line refusal for ``path``."""
     where = f"env file {show_path(path)}" + (f" line {line}" if line is not None else "")
     return EnvFileError(f"{where}: {reason}")
 
 
 def missing(path: str, reason: str) -> EnvFileMissingError:
     """Build the refusal for a file or directory that does not exist (``on-missing`` may ignore it)."""
-    from hook.util.errors import EnvFileMissingError
-
     return EnvFileMissingError(refuse(path, reason).args[0])
 
 

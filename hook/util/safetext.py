@@ -4,9 +4,8 @@ without quoting them: pure functions, no classes.
 Every value or name a container, image or pod annotation can choose goes through :func:`escape` before it
 reaches a message, and every message goes through it again as a whole (``HookError.__str__`` in
 ``hook.util.errors``, the log functions) as a second line of defence, so no tenant text can start a second
-line or send a terminal control sequence. Kept apart from the error classes (``hook.util.errors``), whose
-creation costs about 0.25 ms at import: the hot path formats messages and logs without loading them, and loads
-them only when it raises one.
+line or send a terminal control sequence. The error classes (``hook.util.errors``) build their messages
+from these; every module that raises one imports its class at the top, like any other name.
 """
 
 ESCAPE_LIMIT = 256
