@@ -12,6 +12,7 @@ from hook.pipeline.configfile import (
     DEFAULT_RUNTIMES,
     find_config_path,
     load_config_text,
+    read_toml,
     resolve_node_engine,
 )
 from hook.util import envvars
@@ -257,23 +258,8 @@ def parse_config(
     if suse is None:
         suse = _host_is_suse()
     defaults = default_settings(suse=suse)
-    merged = defaults if text is None else _merge(defaults, parse_toml(text, where), where, "")
+    merged = defaults if text is None else _merge(defaults, read_toml(text, where), where, "")
     return build_settings(merged, source=source, engine=engine)
-
-
-def parse_toml(text: str, where: str) -> dict[str, Any]:
-    """Parse config.toml: its plain subset without tomllib (most files; the hot path's cost), else tomllib."""
-    from hook.util.tomlsubset import parse_toml_subset
-
-    document = parse_toml_subset(text)
-    if document is not None:
-        return document
-    import tomllib
-
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{_PREFIX}{where}: invalid TOML: {err}") from None
 
 
 def build_settings(merged: dict[str, Any], *, source: str | None, engine: str | None = None) -> Settings:

@@ -1,7 +1,9 @@
-"""config.toml's location and text: found the way upstream finds it, read without parsing TOML.
+"""config.toml's location, text and TOML: found the way upstream finds it, and read as TOML in one place.
 
-Kept apart from ``hook.pipeline.config`` (defaults, TOML parsing, typed settings) so that a stage can locate
+Kept apart from ``hook.pipeline.config`` (defaults, validation, typed settings) so that a stage can locate
 and read the file, and tell whether it could matter, without importing ``typing`` or ``tomllib``.
+``read_toml`` is the one reader of the file's TOML: ``hook.pipeline.config`` builds ``Settings`` from it,
+and the two stage shortcuts (``config_may_select``, the shim's runtime keys) read their keys from it too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from hook.util.safetext import os_reason
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
+    from typing import Any
 
 SYSTEM_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CONFIG_ERROR_PREFIX = "error getting hook config: failed to load config: "
@@ -89,19 +92,18 @@ def config_may_select(text: str | None) -> bool:
     """Tell whether config.toml could change which variables name GPUs or the env file (then parse it).
 
     True when a non-comment line mentions swarm-resource, ``variable`` or a TOML escape and the file is not
-    in the plain subset; for a plain file (``hook.util.tomlsubset``, no tomllib) only a non-empty
+    valid TOML; for valid TOML (``read_toml``) only a non-empty
     ``swarm-resource`` or an ``[env-file] variable`` other than the default counts — so the file
     ``gpu-env-hook config default`` writes does not make every container parse it. A value of the wrong
     type counts too, so that parsing reports it.
     """
     if not config_mentions(text):
         return False
-    from hook.util.tomlsubset import parse_toml_subset
-
     assert text is not None  # noqa: S101 - config_mentions is False for None
-    document = parse_toml_subset(text)
-    if document is None:
-        return True
+    try:
+        document = read_toml(text, "<config>")
+    except ConfigError:
+        return True  # parsing it reports the error, with the file's path
     env_file = document.get("env-file")
     variable = env_file.get("variable", envvars.NVIDIA_ENV_FROM_FILE) if isinstance(env_file, dict) else None
     return document.get("swarm-resource", "") != "" or (
@@ -126,3 +128,20 @@ def load_config_text(path: str, *, required: bool) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
+
+
+def read_toml(text: str, where: str) -> dict[str, Any]:
+    """Read config.toml's TOML: its plain subset without tomllib (``hook.util.tomlsubset``: most files, at a
+    fraction of tomllib's import, which pulls in ``typing``), else tomllib. Invalid TOML is a ConfigError
+    naming ``where``."""
+    from hook.util.tomlsubset import parse_toml_subset
+
+    document = parse_toml_subset(text)
+    if document is not None:
+        return document
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{_PREFIX}{where}: invalid TOML: {err}") from None

@@ -113,8 +113,9 @@ def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...
     """Return the runtimes to try: ``[gpu-env-runtime] runtime`` when set (ours: NVIDIA's runtime may name
     this shim in its own key), else ``[nvidia-container-runtime] runtimes``, else the default.
 
-    Read with the TOML-subset reader (tomllib costs about as much as the interpreter's start), else the
-    full config parser. Only these keys matter here: a config error elsewhere must not stop a runtime call.
+    Read through ``configfile.read_toml`` (the one TOML reader) without building the settings, when the two
+    keys are well typed: only these keys matter here, and a config error elsewhere must not stop a runtime
+    call. Otherwise the full config parser says what is wrong.
     """
     from hook.pipeline.configfile import config_mentions
 
@@ -122,11 +123,10 @@ def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...
         from hook.pipeline.configfile import DEFAULT_RUNTIMES
 
         return DEFAULT_RUNTIMES
-    from hook.util.tomlsubset import parse_toml_subset
+    from hook.pipeline.configfile import read_toml
 
-    document = parse_toml_subset(config_text)
-    ours = document.get("gpu-env-runtime", {}) if document is not None else None
-    table = document.get("nvidia-container-runtime", {}) if document is not None else None
+    document = read_toml(config_text, source or "<config>")
+    ours, table = document.get("gpu-env-runtime", {}), document.get("nvidia-container-runtime", {})
     if isinstance(ours, dict) and isinstance(table, dict):
         runtime, runtimes = ours.get("runtime", ""), table.get("runtimes")
         if isinstance(runtime, str) and runtime.startswith("/"):
@@ -135,7 +135,7 @@ def load_runtimes(config_text: str | None, source: str | None) -> tuple[str, ...
             from hook.pipeline.configfile import DEFAULT_RUNTIMES
 
             return DEFAULT_RUNTIMES
-        if runtime == "" and isinstance(runtimes, list):  # the subset's arrays hold only strings
+        if runtime == "" and isinstance(runtimes, list) and all(isinstance(name, str) for name in runtimes):
             return tuple(runtimes)
     from hook.pipeline.config import parse_config
 

@@ -218,6 +218,11 @@ mount-spec-path = "/etc/nvidia-container-runtime/host-files-for-container.d"
             id="ours-empty-is-unset",
         ),
         pytest.param("[nvidia-container-runtime]\nmode = 'auto'\n", ("runc", "crun"), id="table-no-key"),
+        pytest.param(
+            '[nvidia-container-runtime]\nruntimes = ["crun"]\n[x]\ny = """a"""\n',
+            ("crun",),
+            id="beyond-the-subset",
+        ),
     ],
 )
 def test_load_runtimes(text: str | None, expected: tuple[str, ...]) -> None:
@@ -232,6 +237,16 @@ def test_load_runtimes_relative_is_refused() -> None:
         match=r"^error getting hook config: failed to load config: c.toml: gpu-env-runtime.runtime must be an absolute path$",
     ):
         load_runtimes('[gpu-env-runtime]\nruntime = "runc"\n', "c.toml")
+
+
+def test_load_runtimes_not_strings_is_refused() -> None:
+    """A runtimes list of anything but names goes to the config parser, which says what is wrong."""
+    with pytest.raises(
+        HookError,
+        match=r"^error getting hook config: failed to load config: c.toml: "
+        r"nvidia-container-runtime.runtimes must be an array of strings, got an array$",
+    ):
+        load_runtimes('[nvidia-container-runtime]\nruntimes = [1]\n[x]\ny = """a"""\n', "c.toml")
 
 
 # --- hooks -----------------------------------------------------------------------------------------------
