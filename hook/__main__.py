@@ -17,7 +17,26 @@ if TYPE_CHECKING:
 
 PROG = "gpu-env-hook"
 HUMAN_COMMANDS = ("resolve", "validate", "env-file", "cdi", "config", "doctor", "install", "uninstall")
-_STRING_FLAGS = ("config", "env-file-merged")
+_STRING_FLAGS = ("config", "env-file-merged", "refusal-log")
+# The stages an engine runs. Started with -refusal-log (the oci-hooks.d entries install writes: podman shows
+# a failing hook only as `exit status N` and discards its stderr), a refusal there exits with its class's
+# status (docs/troubleshooting.md lists them; checked in this order); started otherwise (NVIDIA's hook path,
+# the shim's hook) every failure is status 1, as upstream's.
+STAGES = ("prestart", "createRuntime", "precreate")
+STAGE_STATUSES = (
+    ("UsageError", 2),
+    ("ConfigError", 10),
+    ("StateError", 11),
+    ("SpecError", 12),
+    ("RequestError", 13),
+    ("EnvFileError", 14),
+    ("CdiError", 15),
+    ("ExecError", 16),
+    ("SystemCallError", 17),
+)
+# The refusal log (-refusal-log FILE): one line per refused start, and at most this many bytes (then it is
+# moved to FILE.1 and started again).
+REFUSAL_LOG_LIMIT = 256 * 1024
 _BOOL_FLAGS = ("debug", "version", "env-only", "no-color")
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
@@ -32,6 +51,8 @@ Usage of {PROG} (a drop-in for nvidia-container-runtime-hook):
     \tset by gpu-env-runtime in the hook it injects: the env file is already merged (never read it again)
   -env-only
     \tmerge the env file into config.json, then exit without calling nvidia-container-cli
+  -refusal-log string
+    \ta stage also appends its one-line refusal to this root-only file (install names it in the hooks JSON)
   -version
     \tenable version output
 
@@ -177,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the hook and return its exit status (0 success, 1 error, 2 usage)."""
     args = sys.argv[1:] if argv is None else argv
     debug = False
+    flags: dict[str, str | bool] = {}
+    rest: list[str] = []
     try:
         flags, rest = parse_flags(args)
         debug = flags.get("debug") is True
@@ -184,29 +207,71 @@ def main(argv: list[str] | None = None) -> int:
     except HelpRequestedError as request:
         return print_help(request.rest)
     except Exception as err:  # noqa: BLE001 - every failure is one line (report_error), never a traceback
-        return report_error(err, debug=debug)
+        log = flags.get("refusal-log")
+        if not isinstance(log, str) or not rest or rest[0] not in STAGES:
+            return report_error(err, debug=debug)
+        return report_error(err, debug=debug, stage=rest[0], log=log)
 
 
-def report_error(err: Exception, *, debug: bool) -> int:
+def report_error(err: Exception, *, debug: bool, stage: str | None = None, log: str | None = None) -> int:
     """Print the one line for a failure and return its exit status: a usage error with the usage text, a
     refusal (HookError) as it is, an OSError no stage wrapped with its path and reason, anything else as an
-    internal error (its traceback only with -debug)."""
-    if isinstance(err, UsageError):
-        sys.stderr.write(f"{err}\n{USAGE}")
-        return err.exit_code
-    if isinstance(err, HookError):
-        sys.stderr.write(f"{err}\n")
-        return err.exit_code
-    if isinstance(err, OSError):
-        # a system call no stage wrapped: still one line with the path and the reason
-        sys.stderr.write(f"{PROG}: {describe_os_error(err)}\n")
-        return 1
-    sys.stderr.write(f"{PROG}: internal error: {type(err).__name__}\n")
-    if debug:
-        import traceback
+    internal error (its traceback only with -debug).
 
-        traceback.print_exception(err)
-    return 1
+    For a ``stage`` started with a refusal ``log``, the status is the refusal class's (``STAGE_STATUSES``; 1
+    for any other failure), and the line is also appended to the log (an empty name: none)."""
+    status = 1
+    if isinstance(err, UsageError):
+        line, status = str(err), err.exit_code
+        sys.stderr.write(f"{err}\n{USAGE}")
+    elif isinstance(err, HookError):
+        line, status = str(err), err.exit_code
+        sys.stderr.write(f"{err}\n")
+    elif isinstance(err, OSError):
+        # a system call no stage wrapped: still one line with the path and the reason
+        line = f"{PROG}: {describe_os_error(err)}"
+        sys.stderr.write(f"{line}\n")
+    else:
+        line = f"{PROG}: internal error: {type(err).__name__}"
+        sys.stderr.write(f"{line}\n")
+        if debug:
+            import traceback
+
+            traceback.print_exception(err)
+    if stage is None:
+        return status
+    names = {cls.__name__ for cls in type(err).__mro__}
+    status = next((code for name, code in STAGE_STATUSES if name in names), 1)
+    if log:
+        write_refusal_log(log, f"{stage} exit status {status}: {line}")
+    return status
+
+
+def write_refusal_log(path: str, line: str) -> None:
+    """Append ``line`` (with the UTC time) to the refusal log, if it is a root-only regular file or can be
+    created as one; never blocks (a FIFO is not opened), never fails the caller, never grows past
+    ``REFUSAL_LOG_LIMIT`` (the full log is moved to ``path.1`` first)."""
+    import time
+
+    flags = posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT | posix.O_NONBLOCK | posix.O_NOFOLLOW
+    flags |= posix.O_CLOEXEC | posix.O_NOCTTY
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    data = f"{stamp} {line}\n".encode("utf-8", "backslashreplace")
+    try:
+        fd = posix.open(path, flags, 0o600)
+        try:
+            info = posix.fstat(fd)
+            if info.st_mode & 0o170000 != 0o100000 or info.st_uid != posix.geteuid() or info.st_mode & 0o077:
+                return
+            if info.st_size + len(data) > REFUSAL_LOG_LIMIT:
+                posix.rename(path, path + ".1")
+                posix.close(fd)
+                fd = posix.open(path, flags, 0o600)
+            posix.write(fd, data)
+        finally:
+            posix.close(fd)
+    except OSError:
+        return
 
 
 if __name__ == "__main__":

@@ -90,13 +90,15 @@ def _hook_path(document: dict[str, Any]) -> str | None:
 
 
 def _is_ours(document: dict[str, Any]) -> bool:
-    """Tell whether a hooks.d entry runs our hook: the hook wrapper, or the interpreter with our launch code
-    (what install writes)."""
+    """Tell whether a hooks.d entry runs our hook: the hook wrapper, or the interpreter with our launch script
+    (what install writes) or launch code (what earlier installs wrote)."""
     from hook.launcher import is_launch_code
 
     hook = document.get("hook")
     args = hook.get("args") if isinstance(hook, dict) else None
-    return _hook_path(document) == paths.HOOK_WRAPPER or (isinstance(args, list) and is_launch_code(args))
+    if _hook_path(document) == paths.HOOK_WRAPPER:
+        return True
+    return isinstance(args, list) and (paths.LAUNCH_SCRIPT in args or is_launch_code(args))
 
 
 def check_nvidia_hook_json(root: str, directories: tuple[str, ...] = paths.OCI_HOOKS_DIRS) -> Finding:

@@ -193,7 +193,8 @@ def write_directories(root: str, directories: list[str], private: tuple[str, ...
     node = NodeRoot(root)
     for directory in directories:
         if not node.is_dir(directory):
-            node.mkdir(directory, 0o700 if directory in (paths.STATE_DIR, *private) else 0o755)
+            private_dirs = (paths.STATE_DIR, paths.REFUSAL_LOG_DIR, *private)
+            node.mkdir(directory, 0o700 if directory in private_dirs else 0o755)
 
 
 def check_directories(node: NodeRoot, targets: list[str]) -> None:
@@ -254,7 +255,7 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
     written = [tree_link, *(planned.path for planned in plan.files), manifest_at]
     check_directories(NodeRoot(root), sorted({os.path.dirname(path) for path in written}))
     env_dirs = [directory + "/" for directory in plan.env_directories]
-    created = missing_directories(root, [*written, *env_dirs])
+    created = missing_directories(root, [*written, *env_dirs, paths.REFUSAL_LOG])
     sources = {**others, **({RETIRED: retired} if retired is not None else {})}
     manifest = build_manifest(plan, root, own, sources, created, options=recorded_options(options))
     manifest_data = dump_json(manifest, "install-manifest", rooted(root, manifest_at))

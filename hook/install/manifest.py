@@ -163,6 +163,7 @@ def build_manifest(
     ours = [planned.path for planned in plan.files] + [
         manifest_path(plan.engine),
         paths.RUNTIME_TREE + "/current",
+        paths.REFUSAL_LOG,
         *(directory + "/" for directory in plan.env_directories),
     ]
     directories = list(created)

@@ -24,7 +24,14 @@ import shlex
 from typing import Any
 
 from hook import __version__
-from hook.install.common import EXECUTABLE_MODE, InstallError, InstallOptions, PlannedFile, fill_template
+from hook.install.common import (
+    CONFIG_MODE,
+    EXECUTABLE_MODE,
+    InstallError,
+    InstallOptions,
+    PlannedFile,
+    fill_template,
+)
 from hook.install.rootfs import NodeRoot
 from hook.launcher import PYTHON_FLAGS, build_code, literal
 from hook.util import envvars, paths
@@ -114,13 +121,23 @@ def build_hook_entry(
     tree: str = paths.RUNTIME_TREE,
     config: str | None = None,
 ) -> dict[str, Any]:
-    """Build the oci-hooks.d ``hook`` entry that starts the hook at ``stage``: the interpreter itself, with
-    the launch code, a fixed environment (PATH, the engine, the config) and the OCI ``timeout``."""
+    """Build the oci-hooks.d ``hook`` entry that starts the hook at ``stage``: the interpreter itself running
+    the launch script (``build_launch_script``), the refusal log named in the argv (podman shows a failing
+    hook's argv and exit status, never its stderr), a fixed environment (PATH, the engine, the config) and
+    the OCI ``timeout``."""
+    del tree  # the launch script names it
     env = [f"PATH={paths.FIXED_PATH}", f"{envvars.GPU_ENV_HOOK_ENGINE}={engine}"]
     if config is not None:
         env.append(f"{envvars.NVIDIA_CTK_CONFIG_FILE_PATH}={config}")
-    args = [python, *PYTHON_FLAGS, "-c", build_code(HOOK_ENTRY, "gpu-env-hook", tree=tree), stage]
+    args = [python, *PYTHON_FLAGS, paths.LAUNCH_SCRIPT, "-refusal-log", paths.REFUSAL_LOG, stage]
     return {"path": python, "args": args, "env": env, "timeout": timeout}
+
+
+def build_launch_script(tree: str = paths.RUNTIME_TREE) -> bytes:
+    """Build the launch script the oci-hooks.d entries run: the launch code (``hook.launcher``) as a file, so
+    that the argv stays short (with ``-I`` the script's directory is not on ``sys.path``; the code puts the
+    tree's ``lib`` there itself)."""
+    return build_code(HOOK_ENTRY, "gpu-env-hook", tree=tree).encode()
 
 
 def check_runtime(node: NodeRoot, runtime: str, root: str) -> list[str]:
@@ -162,6 +179,7 @@ def plan(options: InstallOptions, *, runtime: str) -> tuple[list[PlannedFile], l
     files = [
         hook_wrapper(paths.HOOK_WRAPPER),
         PlannedFile(paths.runtime_wrapper(options.engine), runtime_data, EXECUTABLE_MODE),
+        PlannedFile(paths.LAUNCH_SCRIPT, build_launch_script(), CONFIG_MODE),
     ]
     if options.as_nvidia_hook:
         files.append(hook_wrapper(paths.NVIDIA_HOOK_ALIAS))

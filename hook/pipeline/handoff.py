@@ -122,6 +122,8 @@ def is_our_hook(entry: object) -> bool:
         return False
     if any(args[i] == "-m" and args[i + 1] == "hook" for i in range(len(args) - 1)):
         return True
+    if paths.LAUNCH_SCRIPT in args:  # the oci-hooks.d entries install writes
+        return True
     from hook.launcher import is_launch_code
 
     return is_launch_code(args)

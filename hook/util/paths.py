@@ -16,6 +16,11 @@ LIBEXEC_DIR = "/usr/local/libexec/gpu-env-hook"
 # The self-contained runtime: versions of the package, and `current` naming the one the engines start.
 RUNTIME_TREE = "/opt/gpu-env-hook"
 HOOK_WRAPPER = LIBEXEC_DIR + "/gpu-env-hook"
+# The launch code as a file: what the oci-hooks.d entries run (a short argv podman can show in full).
+LAUNCH_SCRIPT = LIBEXEC_DIR + "/launch.py"
+# Where a stage started from the oci-hooks.d entries appends its one-line refusal (podman discards stderr).
+REFUSAL_LOG_DIR = "/var/log/gpu-env-hook"
+REFUSAL_LOG = REFUSAL_LOG_DIR + "/refusals.log"
 # The runtime wrapper, one per engine (each bakes its engine's name and runtime): <LIBEXEC_DIR>/<engine>/.
 RUNTIME_WRAPPER_NAME = "gpu-env-runtime"
 RUNTIME_WRAPPER_ENGINES = ("podman", "crio", "containerd", "docker")

@@ -58,12 +58,16 @@ class Node:
         self.hooks_dir = self.root / paths.OCI_HOOKS_DIRS[0].lstrip("/")
 
     def run(self, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        """Run ``argv`` with ``env`` in a private mount namespace where the node's usr/local is /usr/local
-        and its opt (the runtime tree install writes) is /opt."""
-        command = 'mount --bind "$1" /usr/local && mount --bind "$2" /opt && shift 2 && exec "$@"'
+        """Run ``argv`` with ``env`` in a private mount namespace where the node's usr/local is /usr/local,
+        its opt (the runtime tree install writes) is /opt and its var/log (the refusal log) is /var/log."""
+        command = (
+            'mount --bind "$1" /usr/local && mount --bind "$2" /opt && mount --bind "$3" /var/log && '
+            'shift 3 && exec "$@"'
+        )
         wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", command, "sh"]
+        logs = self.root / "var/log"
         return subprocess.run(
-            [*wrapped, str(self.root / "usr/local"), str(self.root / "opt"), *argv],
+            [*wrapped, str(self.root / "usr/local"), str(self.root / "opt"), str(logs), *argv],
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -137,6 +141,33 @@ def test_podman_refused_env_file_stops_the_container(tmp_path: Path, image: str)
     proc = node.podman_run("-e", f"NVIDIA_ENV_FROM_FILE={outside}", image, "true")
     assert proc.returncode != 0
     assert load_record(node.record) is None
+
+
+@pytest.mark.parametrize("stage", ["precreate", "prestart"])
+def test_podman_shows_a_short_error_and_the_refusal_log_has_the_reason(
+    tmp_path: Path, image: str, stage: str
+) -> None:
+    """podman 4.3 shows a failing precreate hook as its argv and exit status only: the argv is short (the
+    launch script, the refusal log it names), the status names the refusal class (14: the env file), the
+    whole error is under 600 characters, and the log named there holds our one line. A prestart hook fails
+    inside runc, which shows its status and stderr: our line is in podman's error itself, and in the log."""
+    node = Node(tmp_path, *(["--precreate"] if stage == "precreate" else []))
+    node.env_file.chmod(0o666)
+    proc = node.podman_run("-e", f"NVIDIA_ENV_FROM_FILE={node.env_file}", image, "true")
+    assert proc.returncode != 0
+    error = proc.stderr.strip()
+    print(f"podman {stage} refusal ({len(error)} characters):\n{error}")
+    assert len(error) < 600, error
+    reason = f"env file '{node.env_file}': must not be group- or world-writable (mode 0666)"
+    if stage == "precreate":
+        assert f"{paths.LAUNCH_SCRIPT} -refusal-log {paths.REFUSAL_LOG} {stage}]: exit status 14" in error
+    else:
+        assert f"exit status 14, stdout: , stderr: {reason}" in error
+    assert "exit status 14" in error
+    assert "cannot load" not in error
+    log = (node.root / paths.REFUSAL_LOG.lstrip("/")).read_text().splitlines()
+    assert log[-1].endswith(f"{stage} exit status 14: {reason}")
+    assert (node.root / paths.REFUSAL_LOG.lstrip("/")).stat().st_mode & 0o777 == 0o600
 
 
 def test_nvidia_alias_ignores_inherited_pythonpath_and_ld_preload(tmp_path: Path) -> None:

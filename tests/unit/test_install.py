@@ -161,7 +161,7 @@ def test_install_writes_the_engines_files(
     and the manifest lists exactly those files."""
     install(engine, **options)
     manifest = json.loads((node / f"var/lib/gpu-env-hook/install-{engine}.json").read_text())
-    expected = {*expected, paths.TMPFILES_CONF}
+    expected = {*expected, paths.TMPFILES_CONF, paths.LAUNCH_SCRIPT}
     assert {entry["path"] for entry in manifest["files"]} == expected
     for path in expected:
         assert Path(rooted(str(node), path)).is_file()
@@ -452,6 +452,7 @@ def test_dry_run_writes_nothing(node: Path) -> None:
     assert written == [
         f"would write {node}{paths.HOOK_WRAPPER} (mode 0755):",
         f"would write {node}{paths.runtime_wrapper('docker')} (mode 0755):",
+        f"would write {node}{paths.LAUNCH_SCRIPT} (mode 0644):",
         f"would write {node}{paths.NVIDIA_HOOK_ALIAS} (mode 0755):",
         f"would write {node}{paths.TMPFILES_CONF} (mode 0644):",
         f"would write {node}{paths.DOCKER_DAEMON_JSON} (mode 0600):",
@@ -580,15 +581,17 @@ def test_crio_on_crun_and_containerd_on_runc_share_a_node(
 def test_hooks_json_names_its_engine_and_the_hook_wrapper_lets_it_through(
     node: Path, install: Install, engine: str
 ) -> None:
-    """The hooks JSON starts the interpreter itself (-I -S -X utf8, the launch code) with a fixed environment
-    naming the engine (GPU_ENV_HOOK_ENGINE) and the hook's timeout; the hook wrapper, which builds its
-    environment from scratch, keeps that variable."""
+    """The hooks JSON starts the interpreter itself (-I -S -X utf8, the launch script install wrote, the
+    refusal log) with a fixed environment naming the engine (GPU_ENV_HOOK_ENGINE) and the hook's timeout;
+    the hook wrapper, which builds its environment from scratch, keeps that variable."""
     install(engine)
     document = json.loads((node / "usr/share/containers/oci/hooks.d/gpu-env-hook.json").read_text())
     code = build_code(HOOK_ENTRY, "gpu-env-hook", tree=paths.RUNTIME_TREE)
+    assert (node / paths.LAUNCH_SCRIPT.lstrip("/")).read_text() == code
+    refusals = ["-refusal-log", paths.REFUSAL_LOG]
     assert document["hook"] == {
         "path": PYTHON,
-        "args": [PYTHON, "-I", "-S", "-X", "utf8", "-c", code, "prestart"],
+        "args": [PYTHON, "-I", "-S", "-X", "utf8", paths.LAUNCH_SCRIPT, *refusals, "prestart"],
         "env": [f"PATH={paths.FIXED_PATH}", f"GPU_ENV_HOOK_ENGINE={engine}"],
         "timeout": 60,
     }

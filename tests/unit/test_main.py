@@ -187,7 +187,7 @@ def test_empty_config_flag_means_no_flag(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_hook_error_prints_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A HookError from a stage is its one line on stderr and its exit code."""
+    """A HookError from a stage is its one line on stderr and exit status 1, as upstream's."""
     from hook.util.errors import SpecError
 
     def fail(*_: object) -> int:
@@ -217,3 +217,121 @@ def test_unexpected_exception_is_one_line(
     assert first == "gpu-env-hook: internal error: RuntimeError"
     assert ("Traceback (most recent call last):" in more) is traceback
     assert ("secret content" in err) is traceback
+
+
+# --- refusals in a stage: exit status per class, and the refusal log ---------------------------------------
+
+
+def _raise(err: Exception) -> object:
+    """A stage function that fails with ``err``."""
+
+    def fail(*_: object) -> int:
+        raise err
+
+    return fail
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        pytest.param("ConfigError", 10, id="config-toml-10"),
+        pytest.param("StateError", 11, id="state-11"),
+        pytest.param("SpecError", 12, id="config-json-12"),
+        pytest.param("RequestError", 13, id="gpu-request-13"),
+        pytest.param("EnvFileError", 14, id="env-file-14"),
+        pytest.param("EnvFileMissingError", 14, id="env-file-missing-14"),
+        pytest.param("CdiError", 15, id="cdi-15"),
+        pytest.param("ExecError", 16, id="nvidia-container-cli-16"),
+        pytest.param("SystemCallError", 17, id="system-call-17"),
+        pytest.param("HookError", 1, id="other-refusal-1"),
+    ],
+)
+@pytest.mark.parametrize("stage", ["prestart", "precreate"])
+def test_a_stage_exits_with_its_refusal_classs_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: str, status: int, stage: str
+) -> None:
+    """Started as the hooks JSON starts it (-refusal-log): podman shows a failing hook only as `exit status
+    N`, so each refusal class has its own N."""
+    from hook.util import errors
+
+    module = (
+        "hook.stages.prestart.run_prestart" if stage == "prestart" else "hook.stages.precreate.run_precreate"
+    )
+    monkeypatch.setattr(module, _raise(getattr(errors, error)("refused here")))
+    assert entry.main(["-refusal-log", "", stage]) == status
+    assert capsys.readouterr().err == "refused here\n"
+
+
+def test_an_internal_error_in_a_stage_is_status_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What is not a refusal keeps status 1 (and its one line)."""
+    monkeypatch.setattr("hook.stages.precreate.run_precreate", _raise(KeyError("x")))
+    assert entry.main(["-refusal-log", "", "precreate"]) == 1
+    assert capsys.readouterr().err == "gpu-env-hook: internal error: KeyError\n"
+
+
+def test_refusal_log_gets_one_line_per_refusal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    """-refusal-log FILE: each refused start appends one line (UTC time, stage, status, the reason) to a
+    root-only file created 0600; a success writes nothing."""
+    from pathlib import Path
+
+    from hook.util.errors import EnvFileError
+
+    log = Path(str(tmp_path)) / "refusals.log"
+    monkeypatch.setattr("hook.stages.precreate.run_precreate", _raise(EnvFileError("env file '/x': too big")))
+    assert entry.main(["-refusal-log", str(log), "precreate"]) == 14
+    assert entry.main(["-refusal-log", str(log), "precreate"]) == 14
+    capsys.readouterr()
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ precreate exit status 14: env file '/x': too big", lines[0]
+    )
+    assert log.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setattr("hook.stages.precreate.run_precreate", lambda *_: 0)
+    assert entry.main(["-refusal-log", str(log), "precreate"]) == 0
+    assert len(log.read_text().splitlines()) == 2
+
+
+def test_refusal_log_never_blocks_and_stays_bounded(tmp_path: object) -> None:
+    """A FIFO at the log path is not opened (no reader: the write would block), a log others can read or
+    write is left alone, and a full log is moved to FILE.1 before the next line."""
+    import os
+    from pathlib import Path
+
+    base = Path(str(tmp_path))
+    fifo = base / "fifo.log"
+    os.mkfifo(fifo)
+    entry.write_refusal_log(str(fifo), "precreate exit status 14: x")  # returns at once
+    loose = base / "loose.log"
+    loose.write_text("")
+    loose.chmod(0o644)
+    entry.write_refusal_log(str(loose), "precreate exit status 14: x")
+    assert loose.read_text() == ""
+    full = base / "full.log"
+    full.write_bytes(b"x" * (entry.REFUSAL_LOG_LIMIT - 10) + b"\n")
+    full.chmod(0o600)
+    entry.write_refusal_log(str(full), "precreate exit status 14: the next one")
+    assert (base / "full.log.1").stat().st_size == entry.REFUSAL_LOG_LIMIT - 9
+    assert full.read_text().endswith("precreate exit status 14: the next one\n")
+    assert full.stat().st_size < 100
+
+
+def test_commands_for_people_keep_status_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """Outside the stages a refusal keeps status 1 (the per-class statuses are for the engines)."""
+    from hook.util.errors import EnvFileError
+
+    assert entry.report_error(EnvFileError("no"), debug=False) == 1
+    assert capsys.readouterr().err == "no\n"
+
+
+def test_troubleshooting_lists_every_stage_status() -> None:
+    """docs/troubleshooting.md's table of exit statuses names exactly the statuses a stage can exit with."""
+    from conftest import REPO
+
+    text = (REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    documented = {int(status) for status in re.findall(r"^\| (\d+) \| ", text, re.MULTILINE)}
+    assert documented == {1} | {status for _, status in entry.STAGE_STATUSES}

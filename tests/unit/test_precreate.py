@@ -244,18 +244,16 @@ def test_precreate_process_refused(
     ],
 )
 def test_oci_hooks_json(name: str, stage: str) -> None:
-    """Each shipped hook JSON is the 1.0.0 format and starts the interpreter itself with the launch code
-    (the node's tree, -I -S -X utf8), full args, a fixed PATH, its engine (podman's: the pod-binding engine)
-    and the hook's timeout."""
-    from hook.launcher import build_code
-
+    """Each shipped hook JSON is the 1.0.0 format and starts the interpreter itself with the launch script
+    install writes (-I -S -X utf8) and the refusal log, a short argv podman can show whole, a fixed PATH, its
+    engine (podman's: the pod-binding engine) and the hook's timeout."""
     document = json.loads((HOOKS_DIR / name).read_text())
-    code = build_code("hook.__main__", "gpu-env-hook", tree=paths.RUNTIME_TREE)
+    launch = [paths.LAUNCH_SCRIPT, "-refusal-log", paths.REFUSAL_LOG]
     assert document == {
         "version": "1.0.0",
         "hook": {
             "path": "/usr/bin/python3",
-            "args": ["/usr/bin/python3", "-I", "-S", "-X", "utf8", "-c", code, stage],
+            "args": ["/usr/bin/python3", "-I", "-S", "-X", "utf8", *launch, stage],
             "env": [f"PATH={paths.FIXED_PATH}", "GPU_ENV_HOOK_ENGINE=podman"],
             "timeout": 60,
         },
