@@ -251,10 +251,13 @@ def check_engines_loaded(root: str, proc: str | None = None) -> list[Finding]:
             manifest = None
         if manifest is None or engine not in starts:
             continue
+        # What the daemon itself loads: not the hook wrapper, the hooks JSON, the launch script (read at
+        # each start) nor the tmpfiles.d entry (systemd's).
+        unloaded = (paths.HOOK_WRAPPER, paths.LAUNCH_SCRIPT, paths.TMPFILES_CONF)
         configs = [
             entry["path"]
             for entry in manifest["files"]
-            if entry["path"] != paths.HOOK_WRAPPER and not entry["path"].endswith(".json")
+            if entry["path"] not in unloaded and not entry["path"].endswith(".json")
         ]
         changed = {path: _mtime(under(root, path)) for path in configs}
         late = [path for path, mtime in changed.items() if mtime is not None and mtime > starts[engine]]
