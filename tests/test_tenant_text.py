@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import MakeBundle, MakeConfig, RunHook
+from conftest import MakeBundle, MakeConfig, MakeEnvFile, RunHook
 
 FORGED = '\n\x1b[2K\rtime="2026-01-01T00:00:00Z" level=fatal msg="forged"'
 DEVICE_ROOT = "/var/run/nvidia-container-devices"
@@ -110,3 +110,81 @@ def test_a_document_nested_past_the_decoders_limit_is_one_line(
         expected = "could not decode container state: nested too deeply\n"
     assert (result.returncode, result.stderr) == (1, expected)
     assert result.spec_after == result.spec_before
+
+
+NOT_TEXT = [
+    pytest.param(
+        "path",
+        "a\x00b.env",
+        "env file '{dir}/a\\x00b.env': must not contain a NUL character",
+        id="nul-in-path",
+    ),
+    pytest.param(
+        "path",
+        "a\ud800b.env",
+        "env file '{dir}/a\\ud800b.env': holds a lone surrogate (U+D800), not Unicode text",
+        id="high-surrogate-in-path",
+    ),
+    pytest.param(
+        "path",
+        "a\udc80b.env",
+        "env file '{dir}/a\\udc80b.env': holds a lone surrogate (U+DC80), not Unicode text",
+        id="low-surrogate-in-path",
+    ),
+    pytest.param(
+        "annotation",
+        "\udc80",
+        "{where}: a string holds a lone surrogate (U+DC80), which is not Unicode text; the spec cannot be written back",
+        id="surrogate-in-an-annotation",
+    ),
+    pytest.param(
+        "env-key",
+        "\ud800",
+        "{where}: a string holds a lone surrogate (U+D800), which is not Unicode text; the spec cannot be written back",
+        id="surrogate-in-an-env-name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("place", "value", "message"), NOT_TEXT)
+@pytest.mark.parametrize("stage", ["prestart", "precreate", "shim"])
+def test_nul_and_lone_surrogates_are_one_clear_line_in_every_stage(
+    tmp_path: Path,
+    make_bundle: MakeBundle,
+    make_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    run_hook: RunHook,
+    stage: str,
+    place: str,
+    value: str,
+    message: str,
+) -> None:
+    """A NUL or a lone surrogate (a JSON \\u0000 or \\udc80 escape) in the env-file path or anywhere in
+    config.json: prestart, precreate and the shim refuse in one line, config.json byte-identical, never an
+    internal error."""
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=0\n")
+    config = make_config(
+        f'[env-file]\ndirectories = ["{env_file.parent}"]\n[nvidia-container-runtime]\nruntimes = ["/bin/true"]\n'
+    )
+    path = f"{env_file.parent}/{value}" if place == "path" else str(env_file)
+    env = ["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={path}"] + ([f"{value}=1"] if place == "env-key" else [])
+    bundle = make_bundle(env, annotations={"note": value} if place == "annotation" else None)
+    before = (bundle / "config.json").read_bytes()
+    if stage == "shim":
+        proc = subprocess.run(
+            [sys.executable, "-I", "-m", "hook.shim", "create", "--bundle", str(bundle), "cid"],
+            capture_output=True, text=True, env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}, timeout=30,
+            check=False,
+        )  # fmt: skip
+        returncode, stderr, prefix, where = proc.returncode, proc.stderr, "gpu-env-runtime: ", "config.json"
+    elif stage == "precreate":
+        run = run_hook(bundle, config=config, command="precreate", stdin=before)
+        returncode, stderr, prefix, where = run.returncode, run.stderr, "", "the proposed spec"
+    else:
+        run = run_hook(bundle, config=config)
+        returncode, stderr, prefix, where = run.returncode, run.stderr, "", "config.json"
+    assert returncode == 1
+    # (prestart says its mode first, as NVIDIA's hook does, when it gets as far as the GPU request)
+    assert stderr.splitlines()[-1] == prefix + message.format(dir=env_file.parent, where=where)
+    assert "internal error" not in stderr
+    assert (bundle / "config.json").read_bytes() == before

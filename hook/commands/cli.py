@@ -20,7 +20,7 @@ import typer
 from hook.commands.envfile import check_command, columns, path_command, write_command
 from hook.util import envvars
 from hook.util.errors import HookError, UsageError, describe_os_error
-from hook.util.safetext import os_reason
+from hook.util.safetext import os_reason, shows
 
 PROG = "gpu-env-hook"
 RESOLVE_VERSION = 1
@@ -101,6 +101,12 @@ def run_cli(args: list[str], *, config: str | None, debug: bool = False, no_colo
     an option of that name itself. ``help [COMMAND]`` prints the help on stdout.
     """
     from hook.commands.clihelp import no_color as no_color_env
+
+    # Under any locale (a Latin-1 one too) what cannot be shown is escaped, never an error.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
     try:
         args, found = _global_flags(args)
@@ -280,10 +286,11 @@ def _colour(text: str, colour: str) -> str:
 
 
 def mark(ok: bool | None) -> str:
-    """Return the check mark for a result: ✓, ✗ or - (skipped)."""
+    """Return the check mark for a result: ✓, ✗ or - (skipped); + and x where stdout cannot show those."""
     if ok is None:
         return "-"
-    return _colour("✓", "green") if ok else _colour("✗", "red")
+    good, bad = ("✓", "✗") if shows("✓✗", sys.stdout.encoding) else ("+", "x")
+    return _colour(good, "green") if ok else _colour(bad, "red")
 
 
 def warn_mark() -> str:
@@ -873,7 +880,8 @@ def _add_doctor(app: typer.Typer, config: str | None) -> None:
         checks = run_checks(root=root, config=config, environ=os.environ, engine=engine)
         rows: list[tuple[str, ...]] = []
         for check in checks:
-            detail = check.detail + (f" — {check.fix}" if check.fix and check.ok is False else "")
+            dash = "—" if shows("—", sys.stdout.encoding) else "-"
+            detail = check.detail + (f" {dash} {check.fix}" if check.fix and check.ok is False else "")
             rows.append((mark(check.ok), check.name, detail))
         typer.echo(columns(rows), nl=False)
         if any(check.ok is False for check in checks):

@@ -73,6 +73,9 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
     parsed = parse_command(args)
     if parsed is None:
         return None
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # what a Latin-1 locale cannot show is escaped, never an error
+        reconfigure(errors="backslashreplace")
     command, positionals, options = parsed
     try:
         if command == "write":
@@ -196,12 +199,16 @@ def format_steps(steps: list[CheckStep], *, colour: bool) -> str:
 
 
 def mark(ok: bool | None, *, colour: bool) -> str:
-    """Return the check mark for a result: ✓, ✗ or - (skipped); green or red on a terminal."""
+    """Return the check mark for a result: ✓, ✗ or - (skipped), + and x where stdout cannot show those (a
+    Latin-1 locale); green or red on a terminal."""
+    from hook.util.safetext import shows
+
     if ok is None:
         return "-"
+    good, bad = ("✓", "✗") if shows("✓✗", sys.stdout.encoding) else ("+", "x")
     if not colour:
-        return "✓" if ok else "✗"
-    return f"{_GREEN}✓{_RESET}" if ok else f"{_RED}✗{_RESET}"
+        return good if ok else bad
+    return f"{_GREEN}{good}{_RESET}" if ok else f"{_RED}{bad}{_RESET}"
 
 
 def visible_width(text: str) -> int:

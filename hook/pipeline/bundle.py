@@ -142,11 +142,22 @@ def set_process_env(document: dict[str, object], env: list[str]) -> dict[str, ob
     return {**document, "process": {**process, "env": env}}
 
 
-def dump_spec(document: dict[str, object]) -> bytes:
-    """Serialise a spec the way runtimes write it (compact JSON, UTF-8, no ASCII escaping)."""
+def dump_spec(document: dict[str, object], where: str = "config.json") -> bytes:
+    """Serialise a spec the way runtimes write it (compact JSON, UTF-8, no ASCII escaping); refuse one whose
+    text holds a lone surrogate (a JSON ``\\udc80`` escape decodes to one: not Unicode, so not UTF-8)."""
     from hook.util.jsontext import encode  # json's own encoder would import re
 
-    return encode(document).encode("utf-8")
+    text = encode(document)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        from hook.util.errors import SpecError
+
+        code = ord(text[err.start])
+        raise SpecError(
+            f"{where}: a string holds a lone surrogate (U+{code:04X}), which is not Unicode text; "
+            "the spec cannot be written back"
+        ) from None
 
 
 def write_spec(path: str, document: dict[str, object]) -> None:

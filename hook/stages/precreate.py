@@ -62,7 +62,7 @@ def resolve_precreate(
         pinned = env_file.pinned if env_file is not None else None
         names = list(env_file.values) if env_file is not None else []
         edited = hand_off_to_our_hooks(edited, build_handoff(pinned, names))
-    return raw if edited is document else dump_spec(edited)
+    return raw if edited is document else dump_spec(edited, "the proposed spec")
 
 
 def load_proposed_spec(stdin: BinaryIO) -> bytes:

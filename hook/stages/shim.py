@@ -31,6 +31,9 @@ PROG = "gpu-env-runtime"
 CREATE_COMMANDS = ("create", "run")
 # Global flags (runc's and crun's) that take a value, as ``--flag value`` or ``--flag=value``; any other
 # flag before the command is a boolean (``--debug``, ``--systemd-cgroup``, ``--help``, ``--version``).
+# Before the command these make the runtime print its help or version and do nothing else: the command
+# line goes to the runtime as it is, whatever follows (runc --help create rewrites no bundle).
+PASS_FLAGS = frozenset({"h", "help", "v", "version"})
 GLOBAL_VALUE_FLAGS = frozenset(
     {"root", "log", "log-format", "criu", "rootless", "cgroup-manager", "log-level"}
 )
@@ -75,6 +78,9 @@ def parse_runtime_args(argv: list[str]) -> Invocation:
             command = arg
             break
         name, has_value, value = arg.lstrip("-").partition("=")
+        if name in PASS_FLAGS:
+            command = None
+            break
         if name in GLOBAL_VALUE_FLAGS and not has_value and index < len(argv):
             value, index = argv[index], index + 1
         options[name] = value

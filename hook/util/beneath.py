@@ -42,6 +42,13 @@ def split_beneath(path: str, directories: tuple[str, ...]) -> tuple[str, list[st
     """Return the configured directory that holds ``path`` and the components below it (pure)."""
     if not path.startswith("/"):
         raise refuse(path, "must be an absolute path")
+    if "\x00" in path:
+        raise refuse(path, "must not contain a NUL character")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError as err:  # a JSON \udc80 escape decodes to a lone surrogate: no file name
+        code = ord(path[err.start])
+        raise refuse(path, f"holds a lone surrogate (U+{code:04X}), not Unicode text") from None
     parts = [part for part in path.split("/") if part]
     if any(part in (".", "..") for part in parts):
         raise refuse(path, "must not contain '.' or '..' components")

@@ -13,6 +13,16 @@ LINE_LIMIT = 4096
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
+def shows(text: str, encoding: str | None) -> bool:
+    """Tell whether an output stream in ``encoding`` can show ``text`` (a Latin-1 or ASCII terminal cannot
+    show ✓, ✗ or —: the commands for people fall back to +, x and -)."""
+    try:
+        text.encode(encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
 def escape(value: str, limit: int = ESCAPE_LIMIT) -> str:
     """Render tenant-controlled text for a one-line message: printable characters as they are, every other
     character (C0/C1 controls, DEL, line and paragraph separators, format characters such as bidi

@@ -304,3 +304,29 @@ def test_doctor_as_process_reports_a_bare_tree(tmp_path: Path) -> None:
     assert names[:4] == ["config", "installed", "nvidia-container-cli", "env"]
     assert proc.stdout.splitlines()[2].startswith("✗")
     assert "\x1b[" not in proc.stdout, "no colour when stdout is not a terminal"
+
+
+@pytest.mark.parametrize(
+    "command", [pytest.param("env-file", id="env-file-check"), pytest.param("doctor", id="doctor")]
+)
+def test_output_is_safe_under_a_latin_1_locale(tmp_path: Path, command: str) -> None:
+    """Through the pip-installed command (no -X utf8) with a Latin-1 stdout: + and x instead of ✓ and ✗,
+    text Latin-1 cannot show escaped, never an internal error."""
+    directory = tmp_path / "env"
+    directory.mkdir()
+    directory.chmod(0o755)
+    missing = directory / "\u03c3.env"  # named in the refusal: not Latin-1 (a Greek sigma)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[env-file]\ndirectories = ["{directory}"]\n')
+    script = Path(sys.executable).parent / "gpu-env-hook"
+    argv = ["env-file", "check", str(missing)]
+    if command == "doctor":
+        argv = ["doctor", "--root", str(tmp_path)]
+    environ = {"PYTHONIOENCODING": "iso-8859-1", "NVIDIA_CTK_CONFIG_FILE_PATH": str(config), "PATH": "/bin"}
+    proc = subprocess.run([str(script), *argv], capture_output=True, env=environ, timeout=120, check=False)
+    assert b"internal error" not in proc.stderr, proc.stderr
+    out = proc.stdout.decode("iso-8859-1")
+    assert out.splitlines()[0].startswith(("+  ", "x  ")), out
+    if command == "env-file":
+        assert proc.returncode == 1, out
+        assert f"x  file      env file '{directory}/\\u03c3.env': does not exist" in out

@@ -95,6 +95,13 @@ exit {status}
         ),
         pytest.param(["--", "state", "id"], "state", ".", None, False, id="leading-double-dash"),
         pytest.param(["--version"], None, ".", None, False, id="version"),
+        pytest.param(
+            ["--help", "create", "--bundle", "/b", "x"], None, ".", None, False, id="help-before-create"
+        ),
+        pytest.param(["-h", "run", "x"], None, ".", None, False, id="short-help-before-run"),
+        pytest.param(["--version", "create", "x"], None, ".", None, False, id="version-before-create"),
+        pytest.param(["--debug", "-v", "run", "x"], None, ".", None, False, id="short-version-after-a-flag"),
+        pytest.param(["--root", "-h", "create", "x"], "create", ".", None, False, id="root-value-named-h"),
         pytest.param([], None, ".", None, False, id="empty"),
         pytest.param(["state", "--bundle", "/b"], "state", ".", None, False, id="bundle-ignored-on-state"),
     ],
