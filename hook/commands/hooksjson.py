@@ -391,12 +391,11 @@ def check_hooks_json(data: bytes) -> HooksReport:
 
 
 def _check_current(document: object) -> list[Finding]:
-    """Decode and validate a 1.0.0 file."""
+    """Decode and validate a 1.0.0 file. podman refuses the file at its first problem; every problem is
+    listed: what failed to decode is left out, and the rest is validated as podman would once it decodes."""
     decoder = _Decoder()
     hook: dict[str, Any] = {}
     decoder.struct(document, _V1, "$", hook, notes=True)
-    if any(finding.severity == "error" for finding in decoder.findings):
-        return decoder.findings
     entry: dict[str, Any] = hook.get("hook", {})
     when: dict[str, Any] = hook.get("when", {})
     patterns: list[tuple[str, str, str]] = []
@@ -407,9 +406,12 @@ def _check_current(document: object) -> list[Finding]:
     patterns += [
         (f"$.when.commands[{i}]", command, "command") for i, command in enumerate(when.get("commands", []))
     ]
-    findings = decoder.findings + _validate(entry, "$.hook.path", patterns, hook.get("stages"))
+    stages = hook.get("stages")
+    if stages is None and isinstance(document, dict) and "stages" in document:
+        stages = []  # present but not decoded (its error is listed): not also "missing"
+    findings = decoder.findings + _validate(entry, "$.hook.path", patterns, stages)
     if not any(finding.severity == "error" for finding in findings):
-        findings += _never_runs_current(when, hook.get("stages"))
+        findings += _never_runs_current(when, stages)
     return findings
 
 
@@ -466,9 +468,10 @@ def _validate(
     executable exists is then reported as a warning saying so.
     """
     hook_path: str = entry.get("path", "")
-    if not hook_path:
-        return [Finding(path_at, "missing required property: hook.path", "error")]
-    findings = _executable(hook_path, path_at, entry)
+    if hook_path:
+        findings = _executable(hook_path, path_at, entry)
+    else:
+        findings = [Finding(path_at, "missing required property: hook.path", "error")]
     missing = any(finding.message.startswith("does not exist") for finding in findings)
     later: list[Finding] = []
     for where, pattern, what in patterns:

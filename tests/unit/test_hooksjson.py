@@ -236,3 +236,28 @@ def test_unreadable_file(tmp_path: Path) -> None:
     """A file that cannot be read is one error naming why."""
     report = check_hooks_file(str(tmp_path / "missing.json"))
     assert report.findings == [Finding("$", "cannot read: No such file or directory", "error")]
+
+
+def test_every_problem_is_listed_not_only_podmans_first() -> None:
+    """A missing hook.path, a non-boolean when.always and an unknown stage: podman refuses the file at the
+    first; all three are listed (the verdict, an error, is podman's)."""
+    data = json.dumps(
+        {
+            "version": "1.0.0",
+            "hook": {"args": ["x"]},
+            "when": {"always": "yes"},
+            "stages": ["prestart", "befor"],
+        }
+    ).encode()
+    report = check_hooks_json(data)
+    assert [(finding.path, finding.message) for finding in report.errors] == [
+        ("$.when.always", "must be a boolean, got a string"),
+        ("$.hook.path", "missing required property: hook.path"),
+        (
+            "$.stages[1]",
+            (
+                'unknown stage "befor": must be one of createContainer, createRuntime, poststart, poststop, '
+                "precreate, prestart, startContainer"
+            ),
+        ),
+    ]
