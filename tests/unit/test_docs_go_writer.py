@@ -100,3 +100,57 @@ def test_go_writer_pins_by_namespace_and_name(tmp_path: Path) -> None:
     assert report.ok, [(step.name, step.detail) for step in report.steps]
     assert report.pins == {"GPU_ENV_HOOK_POD_NAMESPACE": "ns", "GPU_ENV_HOOK_POD_NAME": "web-0"}
     assert Path(path).stat().st_mode & 0o777 == 0o600
+
+
+def run_writer(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """go run main.go ARGS with the node's naming key, writing into tmp_path/nvidia-env."""
+    directory = tmp_path / "nvidia-env"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "GOCACHE": str(tmp_path / "gocache"),
+        "GOPATH": str(tmp_path / "gopath"),
+        "GOFLAGS": "-mod=mod",
+        "GOPROXY": "off",
+        "CGO_ENABLED": "0",
+    }
+    load_key()
+    return subprocess.run(
+        ["go", "run", str(WRITER), "-dir", str(directory), "-key", key_path(), *args],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_go_writer_takes_flags_after_the_device_ids(tmp_path: Path) -> None:
+    """-pod-namespace, -pod-name and -container after (or between) the ids are flags, not more device ids:
+    the same path as with the flags first, and the pins written."""
+    args = ["gpu-1", "-pod-namespace", "ns", "gpu-0", "-pod-name", "web-0", "-container", "main", "--", "A=1"]
+    proc = run_writer(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr
+    path = proc.stdout.strip()
+    assert path == env_file_path(["gpu-0", "gpu-1"], str(tmp_path / "nvidia-env"))
+    settings = env_settings(tmp_path / "nvidia-env", pod_binding_engine="crio")
+    report = check_env_file(path, settings, pod_namespace="ns", pod_name="web-0", container="main")
+    assert report.ok, [(step.name, step.detail) for step in report.steps]
+    assert report.values == {"A": "1"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "LD_PRELOAD",
+        "PATH",
+        "PYTHONPATH",
+        "NVIDIA_CTK_CONFIG_FILE_PATH",
+        "NVIDIA_ENV_FROM_FILE",
+        "GPU_ENV_HOOK_X",
+    ],
+)
+def test_go_writer_refuses_what_the_hook_refuses(tmp_path: Path, key: str) -> None:
+    """A key the hook would refuse (docs/env-file.md, "Refused keys") is refused by the writer: exit 1, one
+    line, nothing written."""
+    proc = run_writer(tmp_path, "-pod-uid", "pod-1", "gpu-0", "--", f"{key}=x")
+    assert proc.returncode == 1
+    assert f'go-env-file-writer: key "{key}" is not accepted' in proc.stderr
+    assert list((tmp_path / "nvidia-env").iterdir()) == []

@@ -4,6 +4,8 @@
 //	go run main.go -dir /run/nvidia-env [-key FILE] (-pod-uid UID | -pod-namespace NS -pod-name NAME)
 //	    [-container NAME] DEVICE_ID... -- KEY=VALUE...
 //
+// Flags may also come after (or between) the device ids. Keys the hook refuses are refused here too.
+//
 // It prints the file's path (the same for any order of the device ids: HMAC-SHA256 under the node's naming
 // key, which gpu-env-hook creates on first use at /var/lib/gpu-env-hook/alloc.key), then writes the file
 // atomically: a temporary file in the same directory, mode 0600, fsync, rename over the final name, fsync of
@@ -26,6 +28,17 @@ import (
 
 // keyPattern is the only key shape the hook accepts.
 var keyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// refusedKey tells whether the hook refuses a key from an env file (docs/env-file.md, "Refused keys"): they
+// would load or run code in the container's processes or steer the hook and NVIDIA's tools.
+func refusedKey(key string) bool {
+	for _, prefix := range []string{"LD_", "PYTHON", "NVIDIA_CTK_", "GPU_ENV_HOOK_"} {
+		if strings.HasPrefix(key, prefix) {
+			return true
+		}
+	}
+	return key == "PATH" || key == "NVIDIA_ENV_FROM_FILE"
+}
 
 // ReadKey reads the node's naming key: a regular file of exactly 32 bytes that only its owner may read.
 // It never creates one (gpu-env-hook does, atomically, on first use): a key made here could differ from
@@ -122,7 +135,7 @@ func Render(podUID, podNamespace, podName, container string, keys []string, valu
 	}
 	for _, key := range keys {
 		value := values[key]
-		if !keyPattern.MatchString(key) || strings.HasPrefix(key, "GPU_ENV_HOOK_") {
+		if !keyPattern.MatchString(key) || refusedKey(key) {
 			return "", fmt.Errorf("key %q is not accepted", key)
 		}
 		if strings.ContainsRune(value, 0) || !isUTF8(value) {
@@ -185,14 +198,18 @@ func main() {
 	podNamespace := flag.String("pod-namespace", "", "pin the file to the pod of this namespace...")
 	podName := flag.String("pod-name", "", "...and this name")
 	container := flag.String("container", "", "pin the file to this container name too")
-	flag.Parse()
 	var ids, assignments []string
-	rest := flag.Args()
-	for i, arg := range rest {
+	head := os.Args[1:]
+	for i, arg := range head {
 		if arg == "--" {
-			ids, assignments = rest[:i], rest[i+1:]
+			head, assignments = head[:i], head[i+1:]
 			break
 		}
+	}
+	// The flag package stops at the first device id: parse again after each one, so that flags may follow.
+	for flag.CommandLine.Parse(head) == nil && flag.NArg() > 0 {
+		ids = append(ids, flag.Arg(0))
+		head = flag.Args()[1:]
 	}
 	keys := []string{}
 	values := map[string]string{}
