@@ -172,7 +172,7 @@ def test_nul_and_lone_surrogates_are_one_clear_line_in_every_stage(
     before = (bundle / "config.json").read_bytes()
     if stage == "shim":
         proc = subprocess.run(
-            [sys.executable, "-I", "-m", "hook.shim", "create", "--bundle", str(bundle), "cid"],
+            [sys.executable, "-I", "-m", "hook.stages.shim", "create", "--bundle", str(bundle), "cid"],
             capture_output=True, text=True, env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}, timeout=30,
             check=False,
         )  # fmt: skip

@@ -99,10 +99,6 @@ def test_python_example_checks_against_the_installed_engine() -> None:
     node where install recorded containerd (the file pinned to pod and container)."""
     code = doc_block("docs/env-file.md", "### From Python", "python")
     code = f"pod_uid = {POD_UID!r}\n{code}\nassert report.ok, report.steps\nprint('ok')\n"
-    code = code.replace(
-        "report = check_env_file(path, pod_uid=pod_uid)",
-        "report = check_env_file(path, pod_uid=pod_uid, container='main')",
-    )
     proc = in_node([PYTHON, "-c", code], record="containerd")
     assert (proc.returncode, proc.stdout) == (0, "ok\n"), proc.stderr
 
