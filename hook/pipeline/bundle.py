@@ -151,8 +151,6 @@ def dump_spec(document: dict[str, object], where: str = "config.json") -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as err:
-        from hook.util.errors import SpecError
-
         code = ord(text[err.start])
         raise SpecError(
             f"{where}: a string holds a lone surrogate (U+{code:04X}), which is not Unicode text; "
