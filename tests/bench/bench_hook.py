@@ -372,6 +372,11 @@ def run_producers(args: argparse.Namespace, installed: Installed, env_dir: Path,
     """Time each producer command against the floor; print one row each."""
     results: list[Comparison] = []
     checked = env_dir / "checked.env"
+    # The naming key in the scratch tree, never the node's /var/lib/gpu-env-hook (hook.producer.namekey).
+    env = {
+        **installed.hook_env,
+        "GPU_ENV_HOOK_NAME_KEY": str(installed.root / "var/lib/gpu-env-hook/alloc.key"),
+    }
     for producer in PRODUCERS:
         if args.case and not any(word in producer.name for word in args.case):
             continue
@@ -381,11 +386,11 @@ def run_producers(args: argparse.Namespace, installed: Installed, env_dir: Path,
         if "{file}" in producer.args and not checked.exists():
             subprocess.run(
                 installed.hook_command("env-file", "write", str(checked), "NVIDIA_VISIBLE_DEVICES=0,1"),
-                env=installed.hook_env, check=True, capture_output=True,
+                env=env, check=True, capture_output=True,
             )  # fmt: skip
         argv = ["env-file", *(a.replace("{dir}", str(env_dir)).replace("{file}", str(checked))
                               for a in producer.args)]  # fmt: skip
-        command = Command(argv=installed.hook_command(*argv), env=installed.hook_env)
+        command = Command(argv=installed.hook_command(*argv), env=env)
         result = compare(
             producer.name, command, floor, runs=args.runs, warmup=args.warmup, target=producer.target
         )
