@@ -1,7 +1,9 @@
 """Entry point: upstream's command line (Go ``flag`` rules), stage dispatch, errors turned into exit codes.
 
 This is the only place that prints an error or chooses an exit status. Stage paths import only the standard
-library and the modules they need; the human commands (typer) are imported only when one is named.
+library and the modules they need; the human commands (typer) are imported only when one is named. A stage
+path returns its status as a ``Done`` (``hook.launcher``): it registered no exit handler and started no
+thread, so a launched process ends at once; the commands for people and error reports end as Python ends.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import posix
 import sys
 
+from hook.launcher import Done
 from hook.util.errors import HookError, UsageError, describe_os_error
 
 TYPE_CHECKING = False
@@ -133,29 +136,29 @@ def build_options(flags: dict[str, str | bool]) -> Options:
 
 
 def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
-    """Run the command word with the parsed flags."""
+    """Run the command word with the parsed flags; a stage's status is a ``Done``."""
     if flags.get("version") is True:
         from hook import __version__
 
         sys.stdout.write(f"{PROG} version {__version__}\n")
-        return 0
+        return Done(0)
     if not rest:
         raise UsageError("no command given")
     command = rest[0]
     if "no-color" in flags and command not in HUMAN_COMMANDS and command != "help":
         raise UsageError("flag provided but not defined: -no-color")  # the stages keep upstream's flag set
     if command in ("poststart", "poststop"):
-        return 0
+        return Done(0)
     if command in ("prestart", "createRuntime"):
         from hook.stages.prestart import run_prestart
         from hook.util.paths import environ
 
-        return run_prestart(build_options(flags), sys.stdin.buffer, environ(), posix.getcwd())
+        return Done(run_prestart(build_options(flags), sys.stdin.buffer, environ(), posix.getcwd()))
     if command == "precreate":
         from hook.stages.precreate import run_precreate
         from hook.util.paths import environ
 
-        return run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, environ())
+        return Done(run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, environ()))
     if command in ("nri", "nri-backstop"):
         config = flags.get("config")
         config_path = config if isinstance(config, str) and config else None
@@ -166,7 +169,7 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         from hook.nri.backstop import run_backstop
         from hook.util.paths import environ
 
-        return run_backstop(sys.stdin.buffer, environ(), config_path)
+        return Done(run_backstop(sys.stdin.buffer, environ(), config_path))
     if command in HUMAN_COMMANDS or command == "help":
         config = flags.get("config")
         config_path = config if isinstance(config, str) and config else None
@@ -176,7 +179,7 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
 
             code = run_env_file(rest[1:], config=config_path)
             if code is not None:
-                return code
+                return Done(code)
         from hook.commands.cli import run_cli
 
         return run_cli(rest, config=config_path, debug=debug, no_color=no_color)

@@ -1,4 +1,4 @@
-"""How the engines start our Python: the interpreter's flags and the few lines that find the package.
+"""How the engines start our Python, and how the process ends.
 
 Every start of the hook or the shim, whoever writes it (the wrappers ``install`` writes, the oci-hooks.d
 JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -X utf8 -c <code> ARGS``:
@@ -10,28 +10,39 @@ JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -X utf8 -c
 * ``-X utf8``: file names are UTF-8 bytes to the kernel under any locale (``C``, ``POSIX``, an ISO-8859
   one, none), as in config.json, whose paths are UTF-8 JSON text.
 
-The code puts the package's directory first on ``sys.path`` and hands over to ``hook.run`` (in the
-package's ``__init__``), which installs the finder that serves the directory's precompiled hot-path
-modules (it does nothing where there are none), imports the entry, calls its ``main`` and ends the
-process. The code is compiled from source on every start (about 10 us a line here), so it does no more
-than that; a package from before ``hook.run`` (say after a rollback of ``current``) runs its entry's
-``main`` the usual way. For an installed tree (``/opt/gpu-env-hook``) the directory is read through the
-``current`` symlink once, at start, so that one process runs one version even if ``install`` switches
-``current`` meanwhile. A failure to load the package is one line on stderr and exit status 1, never a
-traceback. When ``main`` returns, the process ends without the interpreter's finalization
-(``hook.finish``).
+The code (``build_code``) puts the package's directory first on ``sys.path`` and calls ``run`` here, which
+imports the entry, calls its ``main`` and ends the process. For an installed tree (``/opt/gpu-env-hook``)
+the directory is read through the ``current`` symlink once, at start, so that one process runs one version
+even if ``install`` switches ``current`` meanwhile. A failure to load the package is one line on stderr and
+exit status 1, never a traceback.
 
-The code uses only builtin modules (``sys``, ``posix``: ``os`` is not loaded by ``python -I -S`` and the
-hot path does without it). This module imports nothing: the shim imports it on the create path.
+The ending (``finish``): a status that is a ``Done`` (what the stage paths return: they register no exit
+handler, start no thread and close their files in with-blocks) ends the process like a C program: stdout
+and stderr flushed, then ``posix._exit``, without the interpreter's teardown (about 1 ms, a sixth of its
+start). Any other status (the commands for people, an error report, ``None``) ends as Python ends.
+
+This module imports nothing of the package (every part may use it) and only builtin modules (``sys``,
+``posix``: ``os`` is not loaded by ``python -I -S`` and the stages do without it).
 """
 
-from __future__ import annotations
+import posix
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 PYTHON_FLAGS = ("-I", "-S", "-X", "utf8")
 # The first line of every launch code: how the shim recognises a hook entry that already is ours.
 CODE_MARK = "# gpu-env-hook launch"
 CURRENT = "current"
 LIB = "lib"
+
+
+class Done(int):
+    """An exit status from a path that left nothing to tear down: ``finish`` ends the process at once."""
+
+    __slots__ = ()
 
 
 def build_code(
@@ -63,15 +74,11 @@ def build_code(
         "    import posix\n"
         f"{find}"
         "    sys.path[:0] = [lib]\n"
-        "    try:\n"
-        "        from hook import run\n"
-        "    except ImportError:  # a package from before hook.run\n"
-        f"        from {entry} import main\n"
-        "        run = lambda *_, **call: sys.exit(main(**call))\n"
+        "    from hook.launcher import run\n"
         "except Exception as err:\n"
         '    sys.stderr.write(failed + " ".join(str(err).split()) + "\\n")\n'
         "    raise SystemExit(1)\n"
-        f"run(lib, {literal(entry)}, failed{', ' + call if call else ''})\n"
+        f"run({literal(entry)}, failed{', ' + call if call else ''})\n"
     )
 
 
@@ -96,3 +103,28 @@ def is_launch_code(args: list[object]) -> bool:
         if args[index - 1] == "-c" and isinstance(code, str) and code.startswith(CODE_MARK):
             return True
     return False
+
+
+def run(entry: str, failed: str, **call: object) -> "NoReturn":
+    """Run ``entry``'s ``main(**call)`` and end the process with its status (``finish``). A failure to
+    import the entry is one line: ``failed`` followed by the reason, and status 1."""
+    try:
+        main = __import__(entry, None, None, ["main"]).main
+    except Exception as err:  # noqa: BLE001 - one line, never a traceback
+        sys.stderr.write(failed + " ".join(str(err).split()) + "\n")
+        raise SystemExit(1) from None
+    finish(main(**call))
+
+
+def finish(code: object) -> "NoReturn":
+    """End the process with ``code``: at once (flushed, then ``posix._exit``) for a ``Done``, as Python
+    ends (``SystemExit``: exit handlers, threads joined, teardown) for anything else or when a flush fails
+    (the interpreter's own ending reports it)."""
+    if type(code) is Done:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001 - the usual ending reports it
+            raise SystemExit(int(code)) from None
+        posix._exit(code)
+    raise SystemExit(code)

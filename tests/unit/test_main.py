@@ -9,6 +9,7 @@ import pytest
 
 from hook import __main__ as entry
 from hook import __version__
+from hook.launcher import Done
 from hook.stages.prestart import Options
 from hook.util.errors import UsageError
 
@@ -147,9 +148,10 @@ class _Unreadable(io.RawIOBase):
 def test_noop_stages(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """poststart and poststop exit 0 without reading stdin or the config."""
+    """poststart and poststop exit 0 without reading stdin or the config (a stage: nothing to tear down)."""
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(_Unreadable())))
-    assert entry.main(argv) == 0
+    status = entry.main(argv)
+    assert (status, type(status)) == (0, Done)
     assert capsys.readouterr() == ("", "")
 
 
@@ -167,7 +169,8 @@ def test_prestart_and_create_runtime_dispatch(
         return 7
 
     monkeypatch.setattr("hook.stages.prestart.run_prestart", fake_run_prestart)
-    assert entry.main(["--config=/c.toml", "-debug", stage, "-version", "junk"]) == 7
+    status = entry.main(["--config=/c.toml", "-debug", stage, "-version", "junk"])
+    assert (status, type(status)) == (7, Done)
     assert seen == [("/c.toml", True)]
 
 
@@ -194,8 +197,27 @@ def test_hook_error_prints_one_line(
         raise SpecError("Root is empty in OCI spec")
 
     monkeypatch.setattr("hook.stages.prestart.run_prestart", fail)
-    assert entry.main(["prestart"]) == 1
+    status = entry.main(["prestart"])
+    assert (status, type(status)) == (1, int)  # an error report ends as Python ends
     assert capsys.readouterr() == ("", "Root is empty in OCI spec\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "kind"),
+    [
+        pytest.param(["-version"], Done, id="version"),
+        pytest.param(["help"], int, id="help-for-people"),
+        pytest.param(["config", "default"], int, id="command-for-people"),
+    ],
+)
+def test_only_stage_paths_end_at_once(
+    argv: list[str], kind: type, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher ends a process at once only for a ``Done``: the stage paths; the commands for people
+    (typer, which may register exit handlers) return a plain int and end as Python ends."""
+    status = entry.main(argv)
+    assert (status, type(status)) == (0, kind)
+    assert capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
