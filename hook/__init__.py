@@ -4,6 +4,7 @@ The parts, each a subpackage (imports go down this list, never up: ``tests/test_
 
 * ``commands``: the commands for people (``resolve``, ``validate``, ``doctor``, ``env-file``, ``cdi``);
 * ``install``: install and uninstall for podman, CRI-O, containerd, Docker and a Kubernetes DaemonSet;
+* ``nri``: the NRI plugin for containerd 2.x, built on the stages' decisions;
 * ``stages``: what an engine starts per container: ``prestart`` (the OCI hook), ``precreate`` (podman's
   stage) and ``shim`` (the runtime shim); ``producer``: what a device plugin runs (env files, CDI
   allocations);
