@@ -65,7 +65,7 @@ def run_checks(
             seen.add(path)
             checks.append(check_isolated(root, path, args))
     checks.append(check_pod_binding(settings.env_file))
-    checks.append(check_nri(root))
+    checks.append(check_nri(root, installed=installed))
     checks += coexistence_checks(root)
     return checks
 
@@ -124,34 +124,55 @@ def check_config(
     return settings, Check("config", ok=True, detail=detail)
 
 
-def check_nri(root: str, processes: list[tuple[int, list[str]]] | None = None) -> Check:
-    """The NRI path (docs/nri.md): whether the runtime serves NRI, and whether ``gpu-env-hook nri`` runs
-    (looked for among the processes only on the node itself, not under another ``--root``). Informational:
-    a node may use the runtime shim or hooks.d instead."""
+def check_nri(
+    root: str, processes: list[tuple[int, list[str]]] | None = None, installed: tuple[str, ...] | None = None
+) -> Check:
+    """The NRI path (docs/nri.md): whether the runtime serves NRI at its socket, whether ``gpu-env-hook nri``
+    runs (looked for among the processes only on the node itself, not under another ``--root``) and whether
+    ``install --nri`` wrote its unit, so which path an env-file pod takes: NRI on the default handler, else
+    the runtime shim (a RuntimeClass) or hooks.d, as the engines installed (``installed``) have them.
+    Informational: a node may use the shim or hooks.d instead."""
+    from hook.install.nri import UNIT_NAME, UNIT_PATH
+
     name = "NRI plugin"
+    other = f"pods take {fallback_path(installed)}"
+    unit = f"; unit {UNIT_NAME} written" if os.path.isfile(under(root, UNIT_PATH)) else ""
     try:
         is_socket = stat.S_ISSOCK(os.stat(under(root, paths.NRI_SOCKET)).st_mode)
     except OSError:
         is_socket = False
     if not is_socket:
-        detail = f"no NRI socket at {paths.NRI_SOCKET}: pods take the runtime shim or hooks.d"
-        return Check(name, ok=None, detail=detail)
+        return Check(name, ok=None, detail=f"no NRI socket at {paths.NRI_SOCKET}{unit}: {other}")
     if processes is None:
         if os.path.abspath(root) != "/":
-            return Check(
-                name, ok=None, detail=f"{paths.NRI_SOCKET} present; the plugin is not looked for under --root"
-            )
+            detail = f"{paths.NRI_SOCKET} present{unit}; the plugin is not looked for under --root"
+            return Check(name, ok=None, detail=detail)
         processes = _processes()
     running = [pid for pid, argv in processes if _is_nri_plugin(argv)]
     if running:
         detail = (
-            f"{paths.NRI_SOCKET} present, gpu-env-hook nri running (pid {running[0]}): "
+            f"{paths.NRI_SOCKET} present, gpu-env-hook nri running (pid {running[0]}){unit}: "
             "env-file pods take the NRI path on the default handler"
         )
         return Check(name, ok=True, detail=detail)
-    detail = f"{paths.NRI_SOCKET} present, gpu-env-hook nri not running: pods take the shim or hooks.d"
-    fix = "to use NRI, run gpu-env-hook nri as a service (docs/nri.md)"
+    detail = f"{paths.NRI_SOCKET} present, gpu-env-hook nri not running{unit}: {other}"
+    if unit:
+        fix = f"systemctl daemon-reload && systemctl enable --now {UNIT_NAME}"
+    else:
+        fix = "to use NRI, install --engine containerd --nri (docs/nri.md)"
     return Check(name, ok=None, detail=detail, fix=fix)
+
+
+def fallback_path(installed: tuple[str, ...] | None) -> str:
+    """Which path an env-file pod takes without the NRI plugin, by the engines installed (None: unknown)."""
+    if installed is None:
+        return "the runtime shim or hooks.d"
+    found = []
+    if any(engine in installed for engine in ("containerd", "crio", "docker")):
+        found.append(f"the runtime shim (handler {paths.RUNTIME_HANDLER})")
+    if any(engine in installed for engine in ("podman", "crio")):
+        found.append("hooks.d")
+    return " or ".join(found) if found else "no gpu-env-hook path (nothing installed)"
 
 
 def _is_nri_plugin(argv: list[str]) -> bool:

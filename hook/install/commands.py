@@ -108,6 +108,28 @@ def install_command(
         int | None,
         typer.Option(min=1, max=4, help="containerd: the version of a config file install creates."),
     ] = None,
+    nri: Annotated[
+        bool | None,
+        typer.Option(
+            "--nri/--no-nri",
+            help="containerd >= 1.7: also register the NRI plugin (a systemd unit, NRI switched on where "
+            "it is off; docs/nri.md; default: as the last install, else off).",
+            show_default=False,
+        ),
+    ] = None,
+    containerd_binary: Annotated[
+        str | None,
+        typer.Option(
+            help="--nri: the containerd binary whose --version is checked, as a node path (default: "
+            "containerd on the node's PATH)."
+        ),
+    ] = None,
+    nri_python: Annotated[
+        str | None,
+        typer.Option(
+            help="--nri: the interpreter the plugin's unit runs, one with protobuf (default: this one)."
+        ),
+    ] = None,
 ) -> None:
     """Install the hook and the runtime shim for one engine (undo with uninstall); install again (an
     upgrade) reuses each option of the last install that is not given."""
@@ -121,8 +143,11 @@ def install_command(
         "containerd_config_version": containerd_config_version,
         "containerd_config": containerd_config,
         "runtime": runtime,
+        "nri": nri,
+        "containerd_binary": containerd_binary,
     }
     options, reused = resolve_options(chosen, os.path.abspath(root), given, default_python())
+    options = options._replace(nri_python=nri_python or os.path.abspath(sys.executable))
     for line in [*reused, *write_install(options, dry_run=dry_run)]:
         typer.echo(line)
 

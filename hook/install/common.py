@@ -45,6 +45,11 @@ class InstallOptions(NamedTuple):
     runtime: str | None = None
     # The OCI timeout of the hooks JSON entries ([gpu-env-hook] timeout of the config the hook uses).
     hook_timeout: int = 60
+    # containerd: also register the NRI plugin (hook.install.nri), its containerd binary (node path; None:
+    # found on the node's PATH) and the interpreter its unit runs (one with protobuf).
+    nri: bool = False
+    containerd_binary: str | None = None
+    nri_python: str | None = None
 
 
 class PlannedFile(NamedTuple):

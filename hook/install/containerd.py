@@ -434,11 +434,13 @@ def build_block(tables: Tables, base: str, preamble: str) -> str:
         f"# Runtime handler {paths.RUNTIME_HANDLER}: the options of runtime {base}, with BinaryName = "
         "the gpu-env-runtime wrapper.\n"
     )
-    if len(tables) > 1:
+    if any(path[-1] == DEFAULT_RUNTIME for path, _ in tables):
         text += (
             f"# {DEFAULT_RUNTIME}: containerd's built-in runtime, written out because a config that names "
             "a runtime replaces the built-in list.\n"
         )
+    if any(path[-1] == "io.containerd.nri.v1.nri" for path, _ in tables):
+        text += "# NRI switched on for the gpu-env-hook NRI plugin (install --nri).\n"
     text += preamble
     for path, table in tables:
         text += "\n" + render_tables(path, table)
@@ -522,8 +524,9 @@ def load_source(root: str, config_path: str, data: bytes | None, version_option:
     return Source(config_path, chain[0].data, chain, template=False, preamble="")
 
 
-def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
-    """Decide the handler's tables and the edited bytes of the file they are appended to."""
+def plan_handler(root: str, source: Source, extra: Tables = ()) -> tuple[bytes, Handler]:
+    """Decide the handler's tables (and ``extra`` tables, e.g. NRI's) and the edited bytes of the file they
+    are appended to."""
     version = source.chain[0].version
     target, cri = resolve_cri(source.chain, root)
     if source.template:
@@ -543,6 +546,7 @@ def plan_handler(root: str, source: Source) -> tuple[bytes, Handler]:
     tables.append(
         ((*prefix, paths.RUNTIME_HANDLER), build_handler_table(base, paths.runtime_wrapper("containerd")))
     )
+    tables += extra
     dropin = None if source.template else plan_dropin(root, source.chain, tuple(tables), base_name)
     if dropin is not None:
         target, edited = dropin
@@ -639,7 +643,23 @@ def plan(options: InstallOptions) -> EnginePlan:
         raise InstallError(f"--containerd-config {config_path}: must be an absolute path")
     data = NodeRoot(options.root).read(config_path)
     source = load_source(options.root, config_path, data, options.containerd_config_version)
-    edited, handler = plan_handler(options.root, source)
+    extra: Tables = ()
+    unit: tuple[PlannedFile, ...] = ()
+    nri_notes: tuple[str, ...] = ()
+    if options.nri:
+        from hook.install import nri
+
+        version = nri.containerd_version(options)
+        with_table = [
+            rooted(options.root, config.path)
+            for config in source.chain
+            if isinstance(config.document.get("plugins"), dict)
+            and nri.NRI_PLUGIN in config.document["plugins"]
+        ]
+        extra = nri.nri_tables(version, source.chain[0].version, effective_config(source.chain), with_table)
+        planned_unit, note = nri.plan_unit(options)
+        unit, nri_notes = (planned_unit,), (note,)
+    edited, handler = plan_handler(options.root, source, extra)
     where = rooted(options.root, handler.target)
     file = PlannedFile(handler.target, edited, config_mode(where), CONTAINERD_MERGE)
     if config_path.endswith(K3S_TEMPLATE_SUFFIX):
@@ -651,7 +671,7 @@ def plan(options: InstallOptions) -> EnginePlan:
         f"with the options of runtime {handler.base}); pods select it with a RuntimeClass whose handler "
         f"is {paths.RUNTIME_HANDLER}"
     )
-    return EnginePlan((file,), (*handler.notes, restart_note), handler.binary)
+    return EnginePlan((file, *unit), (*handler.notes, restart_note, *nri_notes), handler.binary)
 
 
 def uninstall_notes() -> tuple[str, ...]:

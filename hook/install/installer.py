@@ -21,7 +21,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hook.install import containerd, crio, docker, podman, retire, tree, wrappers
+from hook.install import containerd, crio, docker, nri, podman, retire, tree, wrappers
 from hook.install.common import (
     CONFIG_MODE,
     ENGINES,
@@ -105,6 +105,8 @@ def build_plan(options: InstallOptions) -> Plan:
         raise InstallError(f"--engine {engine}: must be one of {', '.join(ENGINES)}")
     if options.precreate and engine != "podman":
         raise InstallError("--precreate: only podman runs precreate hooks; use it with --engine podman")
+    if options.nri and engine != "containerd":
+        raise InstallError("--nri: only containerd is supported for now; use it with --engine containerd")
     if not os.path.isabs(options.hooks_dir):
         raise InstallError(f"--hooks-dir {options.hooks_dir}: must be an absolute path")
     node = check_root(root)
@@ -423,7 +425,12 @@ def write_uninstall(
         ]
         if not others and manifest.get("tree"):
             lines.append(f"would remove {rooted(root, manifest['tree'])}'s versions and current")
-        return lines + purge_retired(root, proc=proc, dry_run=True) + list(AFTER_UNINSTALL[engine]())
+        return (
+            lines
+            + purge_retired(root, proc=proc, dry_run=True)
+            + list(AFTER_UNINSTALL[engine]())
+            + nri_note(manifest)
+        )
     node = NodeRoot(root)
     if retired:
         record_retired(root, retired, keep_dirs)
@@ -445,7 +452,12 @@ def write_uninstall(
         lines.append(f"removed directory {where}")
     if not retired:
         lines += purge_retired(root, proc=proc, dry_run=False)
-    return lines + list(AFTER_UNINSTALL[engine]())
+    return lines + list(AFTER_UNINSTALL[engine]()) + nri_note(manifest)
+
+
+def nri_note(manifest: dict[str, Any]) -> list[str]:
+    """What to run once the NRI plugin's unit is gone (when install --nri wrote it)."""
+    return [nri.uninstall_note()] if manifest_entry(manifest, nri.UNIT_PATH) is not None else []
 
 
 def stale_runtime_users(

@@ -24,6 +24,8 @@ RECORDED = (
     "containerd_config",
     "containerd_config_version",
     "runtime",
+    "nri",
+    "containerd_binary",
 )
 _DEFAULTS = InstallOptions(engine="", python="")
 

@@ -490,7 +490,7 @@ PLUGIN_ARGV = ["/usr/bin/python3", "-I", "-m", "hook", "-config", "/etc/x.toml",
             True,
             [(44, ["/usr/bin/python3", "-m", "hook", "prestart"]), (45, ["/usr/bin/nri-thing", "nri"])],
             None,
-            "/var/run/nri/nri.sock present, gpu-env-hook nri not running: pods take the shim or hooks.d",
+            "/var/run/nri/nri.sock present, gpu-env-hook nri not running: pods take the runtime shim or hooks.d",
             id="plugin-not-running",
         ),
     ],
@@ -502,3 +502,47 @@ def test_check_nri(
     root = nri_tree(tmp_path) if socket_there else tmp_path
     check = check_nri(str(root), processes)
     assert (check.name, check.ok, check.detail) == ("NRI plugin", ok, detail)
+
+
+@pytest.mark.parametrize(
+    ("installed", "unit", "detail", "fix"),
+    [
+        pytest.param(
+            ("containerd",),
+            True,
+            "/var/run/nri/nri.sock present, gpu-env-hook nri not running; unit gpu-env-hook-nri written: pods "
+            "take the runtime shim (handler gpu-env)",
+            "systemctl daemon-reload && systemctl enable --now gpu-env-hook-nri",
+            id="unit-written-not-started",
+        ),
+        pytest.param(
+            ("podman", "crio"),
+            False,
+            "/var/run/nri/nri.sock present, gpu-env-hook nri not running: pods take the runtime shim (handler "
+            "gpu-env) or hooks.d",
+            "to use NRI, install --engine containerd --nri (docs/nri.md)",
+            id="shim-and-hooks-d",
+        ),
+        pytest.param(
+            (),
+            False,
+            "/var/run/nri/nri.sock present, gpu-env-hook nri not running: pods take no gpu-env-hook path "
+            "(nothing installed)",
+            "to use NRI, install --engine containerd --nri (docs/nri.md)",
+            id="nothing-installed",
+        ),
+    ],
+)
+def test_check_nri_names_the_path_a_pod_takes(
+    tmp_path: Path, installed: tuple[str, ...], unit: bool, detail: str, fix: str
+) -> None:
+    """Without the plugin running, doctor names the path an env-file pod takes by what is installed, and
+    says how to start a unit install --nri wrote."""
+    from hook.install.nri import UNIT_PATH
+
+    root = nri_tree(tmp_path)
+    if unit:
+        (root / UNIT_PATH.lstrip("/")).parent.mkdir(parents=True)
+        (root / UNIT_PATH.lstrip("/")).write_text("[Unit]\n")
+    check = check_nri(str(root), [], installed)
+    assert (check.ok, check.detail, check.fix) == (None, detail, fix)

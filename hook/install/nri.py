@@ -1,0 +1,179 @@
+"""``install --engine containerd --nri``: register the NRI plugin (docs/nri.md) on a containerd node.
+
+Three parts, all decided before anything is written:
+
+* the containerd version, from ``containerd --version`` (``--containerd-binary``, else ``containerd`` on the
+  node's fixed PATH beneath the root): NRI exists from 1.7 on; an older containerd is refused in one line;
+* NRI switched on in containerd's config where it is off: containerd 1.7 has it off by default, so a config
+  with no ``[plugins."io.containerd.nri.v1.nri"]`` table gets ``disable = false`` in install's own block (or
+  drop-in), which uninstall takes out byte for byte; 2.x has it on by default and is left alone. A config
+  that turns NRI off itself (a table of its own) is refused: install only appends, it never rewrites a
+  table the node wrote;
+* a systemd unit that runs the plugin (``Restart=always``), written but not started. The plugin needs
+  protobuf, so the unit runs the interpreter of the environment install was run from (the pip-installed
+  one, ``nri_python``), not the engines' ``-S`` wrappers.
+
+The backstop (``gpu-env-hook nri-backstop``) stays manual: containerd takes it only through a runtime's
+``base_runtime_spec``, a whole OCI spec file that replaces containerd's default spec, set in a runtime table
+the node wrote, which install never rewrites.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from typing import Any
+
+from hook.install.common import CONFIG_MODE, InstallError, InstallOptions, PlannedFile, rooted
+from hook.util import paths
+
+NRI_PLUGIN = "io.containerd.nri.v1.nri"
+UNIT_NAME = "gpu-env-hook-nri"
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}.service"
+MINIMUM = (1, 7)
+# Version 2 on from containerd 1.7's NRI: version 1 names plugins differently.
+MINIMUM_CONFIG_VERSION = 2
+VERSION_TIMEOUT = 10.0
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+# What a unit's ExecStart may hold unquoted (systemd expands %, $ and splits on spaces).
+_PLAIN_PATH = re.compile(r"^/[A-Za-z0-9/._+-]+$")
+
+
+def parse_version(output: str) -> tuple[int, int] | None:
+    """Return (major, minor) from ``containerd --version`` (``containerd <module> <version> <revision>``)."""
+    fields = output.split()
+    match = _VERSION.match(fields[2]) if len(fields) >= 3 and fields[0] == "containerd" else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def find_binary(options: InstallOptions) -> str:
+    """Return the containerd binary (node path): ``--containerd-binary``, else the first on the fixed PATH."""
+    if options.containerd_binary is not None:
+        if not os.path.isabs(options.containerd_binary):
+            raise InstallError(f"--containerd-binary {options.containerd_binary}: must be an absolute path")
+        return options.containerd_binary
+    for directory in paths.FIXED_PATH.split(":"):
+        candidate = os.path.join(directory, "containerd")
+        if os.access(rooted(options.root, candidate), os.X_OK):
+            return candidate
+    raise InstallError(
+        f"--nri: no containerd on the node's PATH beneath {options.root}; give --containerd-binary PATH"
+    )
+
+
+def containerd_version(options: InstallOptions) -> tuple[int, int]:
+    """Run ``containerd --version`` and return (major, minor); refuse what has no NRI (before 1.7)."""
+    binary = find_binary(options)
+    where = rooted(options.root, binary)
+    try:
+        done = subprocess.run(
+            [where, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise InstallError(f"--nri: cannot run {where} --version ({type(err).__name__})") from None
+    version = parse_version(done.stdout) if done.returncode == 0 else None
+    if version is None:
+        raise InstallError(f"--nri: {where} --version did not name a containerd version")
+    if version < MINIMUM:
+        raise InstallError(
+            f"--nri: containerd {version[0]}.{version[1]} has no NRI (it came in 1.7); "
+            "upgrade containerd, or use the runtime handler alone (install without --nri)"
+        )
+    return version
+
+
+def nri_tables(
+    version: tuple[int, int], config_version: int, effective: dict[str, Any], own_tables: list[str]
+) -> tuple[tuple[tuple[str, ...], dict[str, Any]], ...]:
+    """Return the table install adds to switch NRI on (none when it is on already).
+
+    ``effective``: the config containerd runs with; ``own_tables``: the files that have an NRI table."""
+    if config_version < MINIMUM_CONFIG_VERSION:
+        raise InstallError(
+            f"--nri: containerd config version {config_version} names plugins by short names; migrate it "
+            "to version 2 first (containerd config migrate)"
+        )
+    plugins = effective.get("plugins")
+    table = plugins.get(NRI_PLUGIN) if isinstance(plugins, dict) else None
+    table = table if isinstance(table, dict) else {}
+    off_by_default = version < (2, 0)
+    if table.get("disable", off_by_default) is not True:
+        return ()
+    if own_tables:
+        raise InstallError(
+            f'{own_tables[-1]}: [plugins."{NRI_PLUGIN}"] switches NRI off; set disable = false there, '
+            "then install --nri"
+        )
+    return ((("plugins", NRI_PLUGIN), {"disable": False}),)
+
+
+def build_unit(python: str, config: str | None) -> bytes:
+    """Return the systemd unit that runs the plugin from ``python`` (an environment with protobuf)."""
+    for path in (python, *([config] if config is not None else [])):
+        if not _PLAIN_PATH.match(path):
+            raise InstallError(
+                f"--nri: {path!r} cannot be written unquoted in a systemd unit; use a plain path"
+            )
+    config_flag = f" -config {config}" if config is not None else ""
+    text = (
+        "# gpu-env-hook: the NRI plugin (docs/nri.md); `gpu-env-hook uninstall --engine containerd` "
+        "removes this file.\n"
+        "[Unit]\n"
+        "Description=gpu-env-hook NRI plugin\n"
+        "After=containerd.service\n"
+        "\n"
+        "[Service]\n"
+        f"ExecStart={python} -I -m hook{config_flag} nri {paths.NRI_SOCKET}\n"
+        "Restart=always\n"
+        "RestartSec=1\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+    return text.encode()
+
+
+def check_protobuf(python: str) -> None:
+    """Refuse a plugin interpreter that cannot load protobuf (it would restart forever, never serving)."""
+    try:
+        done = subprocess.run(
+            [python, "-I", "-c", "import google.protobuf, hook.nri.plugin"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=VERSION_TIMEOUT * 3,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise InstallError(f"--nri: cannot run {python} ({type(err).__name__})") from None
+    if done.returncode != 0:
+        raise InstallError(
+            f"--nri: {python} cannot load the plugin (protobuf missing?); install with the gpu-env-hook "
+            "that pip installed"
+        )
+
+
+def plan_unit(options: InstallOptions) -> tuple[PlannedFile, str]:
+    """Return the unit file and what the user runs next."""
+    python = options.nri_python
+    if python is None:
+        raise InstallError("--nri: no interpreter for the plugin; give --nri-python PATH")
+    if options.root in ("", "/"):
+        check_protobuf(python)
+    unit = PlannedFile(UNIT_PATH, build_unit(python, options.config), CONFIG_MODE)
+    note = (
+        f"next: start the NRI plugin: systemctl daemon-reload && systemctl enable --now {UNIT_NAME} "
+        f"(written to {rooted(options.root, UNIT_PATH)}); the backstop (gpu-env-hook nri-backstop in a "
+        "base_runtime_spec) is set by hand, see docs/nri.md"
+    )
+    return unit, note
+
+
+def uninstall_note() -> str:
+    """What the user runs once uninstall removed the unit."""
+    return f"next: systemctl disable --now {UNIT_NAME} && systemctl daemon-reload (its unit file is gone)"
