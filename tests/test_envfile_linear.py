@@ -26,21 +26,32 @@ from hook.pipeline.envfile import parse_env_file
 times = {}
 for name, build in SHAPES.items():
     data = build(int(sys.argv[2])).encode()
-    start = time.perf_counter()
+    start = time.process_time()
     parse_env_file(data, "/f", variable="NVIDIA_ENV_FROM_FILE")
-    times[name] = time.perf_counter() - start
+    times[name] = time.process_time() - start
 print(json.dumps(times))
 """
 
 
+def shapes() -> dict[str, object]:
+    """The worst shapes of the benchmark (tests/bench is not a package)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from envfile_shapes import SHAPES
+    finally:
+        sys.path.remove(str(BENCH))
+    return dict(SHAPES)
+
+
 @pytest.fixture(scope="module")
 def parse_times() -> dict[str, float]:
-    """Seconds each shape takes to parse at 1 MiB (the run stops at a budget shared by all shapes)."""
+    """CPU seconds each shape takes to parse at 1 MiB (CPU time: other work on the machine does not count;
+    the run stops when every shape's budget is spent in wall time: a shape in quadratic time needs minutes)."""
     proc = subprocess.run(
         [sys.executable, "-I", "-c", PROGRAM, str(BENCH), str(SIZE)],
         capture_output=True,
         text=True,
-        timeout=BUDGET_SECONDS * 6,
+        timeout=BUDGET_SECONDS * len(shapes()),
         check=True,
     )
     times: dict[str, float] = json.loads(proc.stdout)
@@ -49,11 +60,6 @@ def parse_times() -> dict[str, float]:
 
 def test_every_worst_shape_parses_within_its_budget(parse_times: dict[str, float]) -> None:
     """Every shape (each an accepted file) is read in linear time: far under what quadratic time needs."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        from envfile_shapes import SHAPES
-    finally:
-        sys.path.remove(str(BENCH))
-    assert set(parse_times) == set(SHAPES)
+    assert set(parse_times) == set(shapes())
     slow = {name: seconds for name, seconds in parse_times.items() if seconds > BUDGET_SECONDS}
     assert slow == {}

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
-ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 MAX_ENV_FILE_BYTES = 16 * 1024 * 1024
 # The prestart hook's bound (the OCI ``timeout`` of every hook entry we write or inject), in seconds: far
 # above a large node's first nvidia-container-cli call (loading the kernel modules and initialising every
@@ -411,8 +410,8 @@ def _check_cdi_kind(kind: str, where: str) -> None:
 
 
 def is_env_name(name: str) -> bool:
-    """Tell whether ``name`` matches ``[A-Za-z_][A-Za-z0-9_]*``."""
-    return bool(name) and not name[0].isdigit() and set(name) <= ENV_NAME_CHARS
+    """Tell whether ``name`` matches ``[A-Za-z_][A-Za-z0-9_]*`` (an ASCII identifier is exactly that)."""
+    return name.isascii() and name.isidentifier()
 
 
 def _merge(defaults: dict[str, Any], document: dict[str, Any], where: str, prefix: str) -> dict[str, Any]:

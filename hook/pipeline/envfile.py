@@ -17,19 +17,13 @@ from hook.util.beneath import describe_mode, open_beneath, refuse, trust_problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from hook.pipeline.config import EnvFileSettings
-    from hook.pipeline.dotenvreader import DotenvBindings
+    from hook.pipeline.dotenvreader import Binding
 
 REFUSED_PREFIXES = ("LD_", "PYTHON", "NVIDIA_CTK_")
 REFUSED_NAMES = ("PATH",)
 RESERVED_PREFIX = "GPU_ENV_HOOK_"
-# For _accept_all: each ASCII character made "a" (a letter or "_"), "0" (a digit), "\n" (itself) or "!".
-_NAME_SHAPE = str.maketrans(
-    bytes(range(128)).decode(),
-    "!" * 10 + "\n" + "!" * 37 + "0" * 10 + "!" * 7 + "a" * 26 + "!" * 4 + "a!" + "a" * 26 + "!" * 5,
-)
+_REFUSED_STARTS = (*REFUSED_PREFIXES, RESERVED_PREFIX)
 
 
 class EnvFile:
@@ -94,31 +88,19 @@ def load_env_file_bytes(path: str, settings: EnvFileSettings) -> bytes:
 
 
 class EnvFileText:
-    """An env file read as dotenv (syntax only): its bindings (as columns: ``keys``, ``values``,
-    ``lines``), and where it breaks the byte-level rules.
+    """An env file read as dotenv (syntax only): its ``(key, value, line)`` bindings, and where it breaks
+    the byte-level rules.
 
     The byte-level rules (no NUL, valid UTF-8) are reported only after the pin is checked, so that naming
     another pod's file never tells which rule its content breaks.
     """
 
-    __slots__ = ("bad_utf8_line", "keys", "nul_line", "read", "values")
+    __slots__ = ("bad_utf8_line", "bindings", "nul_line")
 
-    def __init__(self, read: DotenvBindings, *, nul_line: int | None, bad_utf8_line: int | None) -> None:
-        self.read = read
-        self.keys = read.keys
-        self.values = read.values
+    def __init__(self, bindings: list[Binding], *, nul_line: int | None, bad_utf8_line: int | None) -> None:
+        self.bindings = bindings
         self.nul_line = nul_line
         self.bad_utf8_line = bad_utf8_line
-
-    @property
-    def lines(self) -> Sequence[int]:
-        """The line each key starts on (counted on first use: only a refusal names one)."""
-        return self.read.lines
-
-    @property
-    def bindings(self) -> list[tuple[str, str | None, int]]:
-        """``(key, value, line)`` of every binding, in order."""
-        return self.read.tuples()
 
 
 def read_env_file(data: bytes, path: str) -> EnvFileText:
@@ -127,7 +109,7 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
 
     Bytes that are not UTF-8 are read as stand-in characters (and reported later, with the NUL rule).
     """
-    from hook.pipeline.dotenvreader import DotenvSyntaxError, read_dotenv
+    from hook.pipeline.dotenvreader import DotenvSyntaxError, parse_dotenv
 
     nul = data.find(b"\0")
     nul_line = None if nul < 0 else data.count(b"\n", 0, nul) + 1
@@ -138,7 +120,7 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
         bad_utf8_line = data.count(b"\n", 0, err.start) + 1
         text = data.decode("utf-8", "surrogateescape")
     try:
-        read = read_dotenv(text)
+        bindings = parse_dotenv(text)
     except DotenvSyntaxError as err:
         from hook.util.errors import (
             EnvFileSyntaxError,  # the error classes load only to refuse (hook.util.errors)
@@ -147,10 +129,10 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
         raise EnvFileSyntaxError(
             refuse(path, "is not a valid dotenv line", line=err.line).args[0], err.bindings
         ) from None
-    return EnvFileText(read, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
+    return EnvFileText(bindings, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
 
 
-def find_pins(bindings: list[tuple[str, str | None, int]], path: str) -> dict[str, str]:
+def find_pins(bindings: list[Binding], path: str) -> dict[str, str]:
     """Return the reserved pin keys of the file (``GPU_ENV_HOOK_POD_UID``, ``..._CONTAINER_NAME``).
 
     A pin key set twice, without ``=`` or to an empty value is refused: the pin must be unambiguous.
@@ -171,13 +153,6 @@ def find_pins(bindings: list[tuple[str, str | None, int]], path: str) -> dict[st
     return pins
 
 
-def find_file_pins(text: EnvFileText, path: str) -> dict[str, str]:
-    """:func:`find_pins` of a read file, whose keys are searched in bulk first (most files pin nothing)."""
-    if not any(key in text.keys for key in envvars.RESERVED_KEYS):
-        return {}
-    return find_pins(text.bindings, path)
-
-
 def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, str]:
     """Apply every content rule to a read file; return the variables to merge (pin keys left out).
 
@@ -187,12 +162,9 @@ def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, s
         raise refuse(path, "contains a NUL byte", line=text.nul_line)
     if text.bad_utf8_line is not None:
         raise refuse(path, "is not valid UTF-8", line=text.bad_utf8_line)
-    accepted = _accept_all(text.keys, text.values, variable, all_set=text.read.all_set)
-    if accepted is not None:
-        return accepted
     values: dict[str, str] = {}
     first_line: dict[str, int] = {}
-    for key, value, line in zip(text.keys, text.values, text.lines, strict=True):
+    for key, value, line in text.bindings:
         if value is None:
             raise refuse(path, "a key has no '=' (KEY=value expected)", line=line)
         if not is_env_name(key):
@@ -208,46 +180,11 @@ def check_content(text: EnvFileText, path: str, *, variable: str) -> dict[str, s
     return values
 
 
-def _accept_all(
-    keys: Sequence[str], values: Sequence[str | None], variable: str, *, all_set: bool
-) -> dict[str, str] | None:
-    """The variables to merge when no binding breaks a content rule, else None (then :func:`check_content`
-    goes binding by binding to refuse the first that does).
-
-    The same rules in bulk, so that a file of thousands of bindings costs a few passes of C code rather
-    than a loop of Python per binding: every value set (``all_set``), every key an ASCII identifier (the
-    keys joined by line breaks, translated to the shape of their characters), no key twice, and no refused
-    or reserved name, which are searched for in the keys joined by line breaks (no identifier holds one).
-    """
-    if not keys:
-        return {}
-    lines = "\n" + "\n".join(keys) + "\n"
-    if not all_set or not lines.isascii():
-        return None
-    shape = lines.translate(_NAME_SHAPE)  # a letter or "_" made "a", a digit "0", anything else "!"
-    if "!" in shape or "\n0" in shape or "\n\n" in shape:
-        return None  # a key that is not [A-Za-z_][A-Za-z0-9_]*
-    accepted: dict[str, str] = dict(zip(keys, values, strict=True))  # type: ignore[arg-type]  # no None
-    if len(accepted) != len(keys):
-        return None
-    if f"\n{variable}\n" in lines or any(f"\n{name}\n" in lines for name in REFUSED_NAMES):
-        return None
-    if any(f"\n{prefix}" in lines for prefix in REFUSED_PREFIXES):
-        return None
-    if f"\n{RESERVED_PREFIX}" in lines:
-        pins = [key for key in envvars.RESERVED_KEYS if key in accepted]
-        if lines.count(f"\n{RESERVED_PREFIX}") != len(pins):
-            return None
-        for key in pins:
-            del accepted[key]
-    return accepted
-
-
 def parse_env_file(data: bytes, path: str, *, variable: str) -> tuple[dict[str, str], dict[str, str]]:
     """Read dotenv bytes strictly; return ``(variables, pins)``, or refuse the whole file (no pin check:
     the hook checks the pin between :func:`find_pins` and :func:`check_content`)."""
     text = read_env_file(data, path)
-    pins = find_file_pins(text, path)
+    pins = find_pins(text.bindings, path)
     return check_content(text, path, variable=variable), pins
 
 
@@ -257,6 +194,8 @@ def refused_key_rule(key: str, variable: str) -> str | None:
         return variable
     if key in REFUSED_NAMES:
         return key
+    if not key.startswith(_REFUSED_STARTS):
+        return None
     for prefix in REFUSED_PREFIXES:
         if key.startswith(prefix):
             return prefix + "*"
@@ -348,6 +287,6 @@ def resolve_env_file(
             if pins:  # pinned before the line that breaks: that pin is checked first
                 check_pins(pins, annotations, path, settings)
         raise
-    pinned = check_pins(find_file_pins(text, path), annotations, path, settings)
+    pinned = check_pins(find_pins(text.bindings, path), annotations, path, settings)
     values = check_content(text, path, variable=settings.variable)
     return EnvFile(path=path, values=values, pinned=pinned)

@@ -172,13 +172,13 @@ def test_generated_lines(text: str) -> None:
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(LINE_PARTS.map("".join), min_size=16, max_size=40).map("".join))
 def test_generated_many_lines(text: str) -> None:
-    """Generated files of 16 lines or more (read in bulk, with whole-text str methods): same result."""
+    """Generated files of 16 lines or more: same result."""
     assert ours(text) == reference(text)
 
 
-# Lines of the shapes the bulk path reads at once, or must notice it cannot: quoted keys, values quoted
+# Lines of the shapes a whole-text reader would have to tell apart: quoted keys, values quoted
 # over several lines (with escapes), comments (with quotes in them), export, blank lines, and characters
-# the bulk path could borrow as marks. "{br}" is a line break (of the same kind as the line's end).
+# a whole-text reader could borrow as marks. "{br}" is a line break (of the same kind as the line's end).
 ACCEPTED_LINES = [
     "A=1",
     "B_2=x=y",
@@ -230,8 +230,8 @@ LINE_ENDS = ["\n", "\r\n", "\r"]
     ),
     st.integers(min_value=0, max_value=40),
 )
-def test_generated_bulk_shapes(lines: list[tuple[str, str, bool]], blank_run: int) -> None:
-    """Files of many lines mixing every shape the bulk path handles or must hand over: same result, and
+def test_generated_many_line_shapes(lines: list[tuple[str, str, bool]], blank_run: int) -> None:
+    """Files of many lines mixing all of those shapes: same result, and
     each binding on the line its key starts on."""
     parts = [
         f"K{index}=v{index}{end}" if plain else line.replace("{br}", end) + end
@@ -244,7 +244,7 @@ def test_generated_bulk_shapes(lines: list[tuple[str, str, bool]], blank_run: in
         assert [line for _, _, line in parse_dotenv(text)] == reference_lines(text)
 
 
-# Lines the bulk path reads all at once (in one file, values quoted with one kind of quote only).
+# Lines of files whose values are quoted with one kind of quote only.
 BULK_READABLE_LINES = [
     "A=1",
     "B_2=x=y",
@@ -274,8 +274,8 @@ BULK_READABLE_LINES = [
     ),
     st.sampled_from(["'", '"', None]),
 )
-def test_generated_bulk_readable(lines: list[tuple[str, str, str]], quote: str | None) -> None:
-    """Files the bulk path reads at once (values quoted with one kind of quote, or either): same result,
+def test_generated_one_kind_of_quote(lines: list[tuple[str, str, str]], quote: str | None) -> None:
+    """Files whose values are quoted with one kind of quote (or either): same result,
     each binding on the line its key starts on."""
     text = "".join(
         line.replace("{br}", end).replace("{q}", quote or line_quote) + end for line, end, line_quote in lines
@@ -284,8 +284,8 @@ def test_generated_bulk_readable(lines: list[tuple[str, str, str]], quote: str |
     assert [line for _, _, line in parse_dotenv(text)] == reference_lines(text)
 
 
-# Lines around the quote checks done by counting (ASCII, no "#", no backslash): quotes whole or not, at the
-# ends of keys and values or inside them, values over several lines, control characters the bulk path could
+# Lines around quote checks done by counting (ASCII, no "#", no backslash): quotes whole or not, at the ends
+# of keys and values or inside them, values over several lines, control characters a whole-text reader could
 # borrow as marks.
 COUNTED_LINES = [
     "A=1",
@@ -316,7 +316,7 @@ COUNTED_LINES = [
     st.sampled_from(["'", '"']),
 )
 def test_generated_quotes_counted(lines: list[tuple[str, str]], quote: str) -> None:
-    """Files whose quotes the bulk path checks by counting rather than splitting: same result."""
+    """Files whose quotes a whole-text reader would check by counting: same result."""
     text = "".join(line.replace("{br}", end).replace("{q}", quote) + end for line, end in lines)
     assert ours(text) == reference(text)
 
@@ -520,7 +520,7 @@ def generated_line(pick: Callable[[Sequence[str]], str]) -> str:
 def generated_file(pick: Callable[[Sequence[str]], str]) -> str:
     """A generated file of 1 to 64 lines (16 or more in most), where a share of the lines (none, half, or
     up to 19 in 20, chosen per file) are plain ``K<n>=v<n>`` bindings: real files are mostly those, and a
-    file of many plain lines is the shape a reader may take in bulk."""
+    file of many plain lines is what a whole-text reader would take at once."""
     count = int(pick([str(n) for n in range(1, 16)] + [str(n) for n in range(16, 65)] * 2))
     plain = int(pick(["0", "10", "14", "16", "18", "19"]))  # out of 20
     lines = [f"K{n}=v{n}\n" if int(pick([str(n) for n in range(20)])) < plain else "" for n in range(count)]
