@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hook.util.paths import HOOK_JSON_NAME, OCI_HOOKS_DIRS, runtime_wrapper
+from hook.util.paths import HOOK_JSON_NAME, LIBEXEC_DIR, OCI_HOOKS_DIRS, runtime_wrapper
 
 NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
 # Node directories install may write below, that a scratch root can stand in for inside the namespace.
@@ -127,6 +127,8 @@ def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = No
     args = list(entry.get("args") or [entry["path"]])
     if args[-1] == "prestart":
         args = args[:-1]
+    # The launch script install writes beside the wrappers (the hooks JSON names its node path): its copy.
+    args = [under(root, arg) if arg.startswith(LIBEXEC_DIR + "/") else arg for arg in args]
     env = dict(item.split("=", 1) for item in entry.get("env", []))
     hook_path = under(root, entry["path"])
     return Installed(
