@@ -656,7 +656,11 @@ def plan(options: InstallOptions) -> EnginePlan:
             if isinstance(config.document.get("plugins"), dict)
             and nri.NRI_PLUGIN in config.document["plugins"]
         ]
-        extra = nri.nri_tables(version, source.chain[0].version, effective_config(source.chain), with_table)
+        main = source.chain[0]
+        dropin = not source.template and main.version >= PER_KEY_MERGE and dropin_directory(main) is not None
+        extra = nri.nri_tables(
+            version, main.version, effective_config(source.chain), with_table, dropin=dropin
+        )
         planned_unit, note = nri.plan_unit(options)
         unit, nri_notes = (planned_unit,), (note,)
     edited, handler = plan_handler(options.root, source, extra)

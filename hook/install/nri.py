@@ -6,9 +6,9 @@ Three parts, all decided before anything is written:
   node's fixed PATH beneath the root): NRI exists from 1.7 on; an older containerd is refused in one line;
 * NRI switched on in containerd's config where it is off: containerd 1.7 has it off by default, so a config
   with no ``[plugins."io.containerd.nri.v1.nri"]`` table gets ``disable = false`` in install's own block (or
-  drop-in), which uninstall takes out byte for byte; 2.x has it on by default and is left alone. A config
-  that turns NRI off itself (a table of its own) is refused: install only appends, it never rewrites a
-  table the node wrote;
+  drop-in), which uninstall takes out byte for byte; 2.x has it on by default and is left alone unless a
+  config turns it off, where install's drop-in (merged per key) switches it back on. A config that turns NRI
+  off itself where install appends a block is refused: install never rewrites a table the node wrote;
 * a systemd unit that runs the plugin (``Restart=always``), written but not started. The plugin needs
   protobuf, so the unit runs the interpreter of the environment install was run from (the pip-installed
   one, ``nri_python``), not the engines' ``-S`` wrappers.
@@ -89,11 +89,18 @@ def containerd_version(options: InstallOptions) -> tuple[int, int]:
 
 
 def nri_tables(
-    version: tuple[int, int], config_version: int, effective: dict[str, Any], own_tables: list[str]
+    version: tuple[int, int],
+    config_version: int,
+    effective: dict[str, Any],
+    own_tables: list[str],
+    *,
+    dropin: bool = False,
 ) -> tuple[tuple[tuple[str, ...], dict[str, Any]], ...]:
     """Return the table install adds to switch NRI on (none when it is on already).
 
-    ``effective``: the config containerd runs with; ``own_tables``: the files that have an NRI table."""
+    ``effective``: the config containerd runs with; ``own_tables``: the files that have an NRI table;
+    ``dropin``: install writes a drop-in merged per key (containerd 2.x), which can switch a table the node
+    wrote back on (the whole table, every other key as it was, so the merged config keeps them)."""
     if config_version < MINIMUM_CONFIG_VERSION:
         raise InstallError(
             f"--nri: containerd config version {config_version} names plugins by short names; migrate it "
@@ -105,6 +112,8 @@ def nri_tables(
     off_by_default = version < (2, 0)
     if table.get("disable", off_by_default) is not True:
         return ()
+    if own_tables and dropin:
+        return ((("plugins", NRI_PLUGIN), {**table, "disable": False}),)
     if own_tables:
         raise InstallError(
             f'{own_tables[-1]}: [plugins."{NRI_PLUGIN}"] switches NRI off; set disable = false there, '

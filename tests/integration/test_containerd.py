@@ -563,3 +563,60 @@ def test_k3s_template_renders_to_a_config_containerd_accepts(tmp_path: Path) -> 
     )
     assert differences(before, after) == [f"plugins.{CRI}.containerd.runtimes.{HANDLER}"]
     assert runtimes(after)[HANDLER]["options"]["SystemdCgroup"] is True
+
+
+def containerd2() -> Path | None:
+    """The containerd 2.x binary named by GPU_ENV_HOOK_CONTAINERD2 (a directory, or its bin/), if any."""
+    named = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
+    for candidate in (Path(named), Path(named) / "bin") if named else ():
+        if (candidate / "containerd").is_file():
+            return candidate / "containerd"
+    return None
+
+
+NRI = "io.containerd.nri.v1.nri"
+V3_NRI_OFF = f"""\
+version = 3
+imports = ["/etc/containerd/conf.d/*.toml"]
+
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "registry.example.com/pause:3.10"
+
+[plugins."{NRI}"]
+  disable = true
+  plugin_request_timeout = "3s"
+"""
+
+
+@pytest.mark.skipif(containerd2() is None, reason="needs GPU_ENV_HOOK_CONTAINERD2 (containerd 2.x)")
+def test_nri_is_switched_back_on_by_the_dropin_on_containerd_2(tmp_path: Path) -> None:
+    """containerd 2.x's config dump: a version-3 config that turns NRI off and imports conf.d gets the
+    handler and NRI switched on by install's drop-in, every other setting (the NRI table's own timeout too)
+    as it was; uninstall restores every byte. The version check runs the same 2.x binary."""
+    binary = containerd2()
+    assert binary is not None
+    node = write_node(tmp_path / "node", {"/etc/containerd/config.toml": V3_NRI_OFF})
+    (node / "etc/containerd/conf.d").mkdir()
+    (node / "opt").mkdir()
+    (node / "opt/containerd").symlink_to(binary)
+    original = tree_bytes(node)
+    before = config_dump(node, tmp_path / "dump", binary=str(binary))
+    proc = gpu_env_hook(
+        "install", "--engine", "containerd", "--root", str(node), "--python", PYTHON,
+        "--nri", "--containerd-binary", "/opt/containerd",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    after = config_dump(node, tmp_path / "dump", binary=str(binary))
+    runtime = "io.containerd.cri.v1.runtime"
+    assert sorted(differences(before, after)) == [
+        f"plugins.{runtime}.containerd.runtimes.{HANDLER}",
+        f"plugins.{NRI}.disable",
+    ]
+    assert (node / "etc/containerd/config.toml").read_text() == V3_NRI_OFF
+    assert (node / "etc/containerd/conf.d" / paths.CONTAINERD_DROPIN_NAME).is_file()
+    assert after["plugins"][NRI]["disable"] is False
+    assert after["plugins"][NRI]["plugin_request_timeout"] == "3s"
+    assert (node / "etc/systemd/system/gpu-env-hook-nri.service").is_file()
+    proc = gpu_env_hook("uninstall", "--engine", "containerd", "--root", str(node))
+    assert proc.returncode == 0, proc.stderr
+    assert tree_bytes(node) == original

@@ -125,6 +125,23 @@ def test_containerd_2_leaves_nri_as_it_is(tmp_path: Path) -> None:
     assert (node / UNIT_PATH.lstrip("/")).is_file()
 
 
+def test_containerd_2_dropin_switches_a_disabled_nri_back_on(tmp_path: Path) -> None:
+    """A version-3 config that turns NRI off and imports conf.d: install's drop-in (merged per key) carries
+    the node's NRI table with disable = false; the main config is not touched."""
+    main = (
+        'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+        f'[plugins."{NRI_PLUGIN}"]\n  disable = true\n  plugin_request_timeout = "3s"\n'
+    )
+    node = node_with(tmp_path, main, LINE_23)
+    (node / "etc/containerd/conf.d").mkdir()
+    install(node)
+    assert (node / MAIN.lstrip("/")).read_text() == main
+    dropin = tomllib.loads((node / "etc/containerd/conf.d" / paths.CONTAINERD_DROPIN_NAME).read_text())
+    assert dropin["plugins"][NRI_PLUGIN] == {"disable": False, "plugin_request_timeout": "3s"}
+    write_uninstall("containerd", str(node))
+    assert not (node / "etc/containerd/conf.d" / paths.CONTAINERD_DROPIN_NAME).exists()
+
+
 @pytest.mark.parametrize(
     ("config", "line", "message"),
     [
