@@ -28,6 +28,7 @@ from containerd import (
     write_image_archive,
 )
 from cri import CriClient, remove_pod, run_in_pod, start_pod
+from engine_builds import containerd2
 from runc_hooks import STANDIN_CLI, load_record
 
 from hook.util import paths
@@ -563,15 +564,6 @@ def test_k3s_template_renders_to_a_config_containerd_accepts(tmp_path: Path) -> 
     )
     assert differences(before, after) == [f"plugins.{CRI}.containerd.runtimes.{HANDLER}"]
     assert runtimes(after)[HANDLER]["options"]["SystemdCgroup"] is True
-
-
-def containerd2() -> Path | None:
-    """The containerd 2.x binary named by GPU_ENV_HOOK_CONTAINERD2 (a directory, or its bin/), if any."""
-    named = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
-    for candidate in (Path(named), Path(named) / "bin") if named else ():
-        if (candidate / "containerd").is_file():
-            return candidate / "containerd"
-    return None
 
 
 NRI = "io.containerd.nri.v1.nri"

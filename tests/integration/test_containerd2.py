@@ -18,15 +18,16 @@ from typing import Any
 
 import pytest
 from containerd import config_dump
+from engine_builds import containerd2_dir
 
 from hook.util import paths
 
-CONTAINERD2_DIR = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
-CONTAINERD2 = f"{CONTAINERD2_DIR}/containerd"
+CONTAINERD2_DIR = containerd2_dir()
+CONTAINERD2 = str(CONTAINERD2_DIR / "containerd") if CONTAINERD2_DIR else ""
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
-        os.geteuid() != 0 or not CONTAINERD2_DIR or not os.access(CONTAINERD2, os.X_OK),
+        os.geteuid() != 0 or CONTAINERD2_DIR is None,
         reason="needs root and GPU_ENV_HOOK_CONTAINERD2 (a directory holding containerd 2.x's binaries)",
     ),
 ]

@@ -31,23 +31,13 @@ import grpc
 import pytest
 from containerd import CONTAINERD_IMAGE, Containerd, running, write_image_archive
 from cri import CriClient, read_cri_log, remove_pod, start_pod
+from engine_builds import containerd2_dir
 from runc_hooks import STANDIN_CLI
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def containerd2_binaries() -> Path | None:
-    """The directory of the containerd 2.x build named by GPU_ENV_HOOK_CONTAINERD2, if there is one."""
-    named = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
-    if not named:
-        return None
-    for candidate in (Path(named), Path(named) / "bin", Path(named).parent):
-        if (candidate / "containerd").is_file() and (candidate / "containerd-shim-runc-v2").is_file():
-            return candidate
-    return None
-
-
-BINARIES = containerd2_binaries()
+BINARIES = containerd2_dir()
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_builds import containerd2
 
 from hook.install import InstallError, InstallOptions, write_install, write_uninstall
 from hook.install.nri import NRI_PLUGIN, UNIT_PATH, build_unit, parse_version
@@ -37,15 +38,6 @@ version = 2
 """
 LINE_17 = "containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da"
 LINE_23 = "containerd github.com/containerd/containerd/v2 v2.3.4 db8809540e1a7a9da5d518876894933ff55692ab"
-
-
-def containerd2() -> Path | None:
-    """The containerd 2.x binary named by GPU_ENV_HOOK_CONTAINERD2 (a directory, or its bin/), if any."""
-    named = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
-    for candidate in (Path(named), Path(named) / "bin") if named else ():
-        if (candidate / "containerd").is_file():
-            return candidate / "containerd"
-    return None
 
 
 def node_with(root: Path, config: str | None, version_line: str) -> Path:

@@ -1,0 +1,28 @@
+"""Container engines built from their sources for a run, found through environment variables.
+
+Debian 12 packages containerd 1.6 only; tests that need containerd 2.x take a build of it from
+``GPU_ENV_HOOK_CONTAINERD2``: a directory holding ``containerd`` and ``containerd-shim-runc-v2`` (and
+``ctr``), or the directory above such a ``bin/``. Without it those tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def containerd2_dir() -> Path | None:
+    """The directory of the containerd 2.x build named by GPU_ENV_HOOK_CONTAINERD2, if there is one."""
+    named = os.environ.get("GPU_ENV_HOOK_CONTAINERD2", "")
+    if not named:
+        return None
+    for candidate in (Path(named), Path(named) / "bin"):
+        if (candidate / "containerd").is_file() and (candidate / "containerd-shim-runc-v2").is_file():
+            return candidate
+    return None
+
+
+def containerd2() -> Path | None:
+    """The containerd 2.x binary of :func:`containerd2_dir`, if there is one."""
+    directory = containerd2_dir()
+    return None if directory is None else directory / "containerd"
