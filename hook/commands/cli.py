@@ -672,7 +672,7 @@ def _env_file_app(config: str | None) -> typer.Typer:
             typer.Option("--container", metavar="NAME", help="pin the file to this container name too"),
         ] = None,
     ) -> None:
-        """Write an env file atomically, root-owned, mode 0644, refusing what the hook would refuse."""
+        """Write an env file atomically, root-owned, mode 0600, refusing what the hook would refuse."""
         typer.echo(
             write_command(
                 config,
