@@ -3,7 +3,8 @@
 ``Containerd(node, workdir)`` starts ``containerd`` (its config: ``/etc/containerd/config.toml``) inside a private
 mount namespace (``unshare --mount``) where the node tree's ``etc/containerd``, ``usr/local`` (and
 ``opt/gpu-env-hook`` when there is one) are bind-mounted over the real paths, so the daemon reads exactly
-what ``install --root NODE`` wrote, at the node paths written into it, and nothing on the host changes. Its
+what ``install --root NODE`` wrote, at the node paths written into it, and nothing on the host changes
+(the mount points and ``/opt/containerd`` it had to create are removed at exit: ``remove_host_mount_points``). Its
 ``--root``, ``--state`` and ``--address`` are under ``workdir``, and a directory of ``workdir`` is mounted
 over ``/run/containerd`` too: the runc.v2 shim keeps runc's state (``/run/containerd/runc``) and its
 sockets (``/run/containerd/s``) there whatever ``--state`` says. ``stop()`` ends the daemon, every shim
@@ -18,6 +19,7 @@ loads; with ``sleep`` as its command it stands in for the pause image a pod sand
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import io
@@ -48,6 +50,23 @@ NODE_BINDS = ("/etc/containerd", "/usr/local", "/opt/gpu-env-hook")
 CONTAINERD_IMAGE = "localhost/gpu-env-hook-busybox:1"
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+# What a namespace's mount points (``mkdir -p`` of a target the host lacks) and containerd's own "opt" plugin
+# create on the file system the namespace shares with the host. Those absent before the first daemon are
+# removed again when the test process ends, if they hold nothing but empty directories (never a file).
+HOST_PATHS = (*NODE_BINDS, "/run/containerd", "/opt/containerd", "/var/lib/containerd")
+ABSENT_BEFORE = [Path(path) for path in HOST_PATHS if not os.path.lexists(path)]
+
+
+@atexit.register
+def remove_host_mount_points() -> None:
+    """Remove the empty directories the namespaces left at ``ABSENT_BEFORE`` paths (deepest first)."""
+    for path in ABSENT_BEFORE:
+        if path.is_symlink() or not path.is_dir():
+            continue
+        below = [entry for entry in path.rglob("*") if entry.is_dir() and not entry.is_symlink()]
+        for directory in [*sorted(below, key=lambda entry: -len(entry.parts)), path]:
+            with contextlib.suppress(OSError):  # not empty (a file the test did not make): keep it
+                directory.rmdir()
 
 
 class ContainerdError(RuntimeError):
