@@ -14,6 +14,26 @@ import typer
 from hook.util.errors import CdiError, HookError, UsageError
 
 PROG = "gpu-env-hook"
+# The options of both gc commands (`cdi alloc gc`, `env-file gc`): which pods still exist.
+LivePods = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--live", metavar="POD", help="a pod that still exists: UID or NAMESPACE/NAME (pod-resources List)"
+    ),
+]
+KubeletPods = Annotated[
+    str, typer.Option("--kubelet-pods", metavar="DIR", help="else: pods kubelet keeps a directory for")
+]
+
+
+def report_gc(removed: list[str], failed: list[str]) -> None:
+    """Print what a gc command removed, and one line per entry it could not (then exit status 1)."""
+    for path in removed:
+        typer.echo(f"removed {path}")
+    for line in failed:
+        typer.echo(f"{PROG}: {line}", err=True)
+    if failed:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer, config: str | None = None) -> None:
@@ -265,18 +285,8 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
 
     @alloc.command("gc")
     def gc(
-        live: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--live",
-                metavar="POD",
-                help="a pod that still exists: UID or NAMESPACE/NAME (pod-resources List)",
-            ),
-        ] = None,
-        kubelet_pods: Annotated[
-            str,
-            typer.Option("--kubelet-pods", metavar="DIR", help="else: pods kubelet keeps a directory for"),
-        ] = "/var/lib/kubelet/pods",
+        live: LivePods = None,
+        kubelet_pods: KubeletPods = "/var/lib/kubelet/pods",
         directory: Annotated[
             str | None, typer.Option("--dir", metavar="DIR", help="spec directory (default /var/run/cdi)")
         ] = None,
@@ -290,12 +300,7 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
             removed, failed = gc_alloc_specs(pods, directory or DEFAULT_DIRECTORY, names_known=bool(live))
         except HookError as err:
             raise _fail(err) from None
-        for path in removed:
-            typer.echo(f"removed {path}")
-        for line in failed:
-            typer.echo(f"{PROG}: {line}", err=True)
-        if failed:
-            raise typer.Exit(1)
+        report_gc(removed, failed)
 
 
 # --- resolve in CDI mode ---------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from hook.commands.cdi import KubeletPods, LivePods, report_gc
 from hook.commands.envfile import check_command, columns, path_command, write_command
 from hook.util import envvars
 from hook.util.errors import HookError, UsageError, describe_os_error
@@ -755,18 +756,8 @@ def _env_file_app(config: str | None) -> typer.Typer:
     @app.command("gc")
     @guarded
     def gc(
-        live: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--live",
-                metavar="POD",
-                help="a pod that still exists: UID or NAMESPACE/NAME (pod-resources List)",
-            ),
-        ] = None,
-        kubelet_pods: Annotated[
-            str,
-            typer.Option("--kubelet-pods", metavar="DIR", help="else: pods kubelet keeps a directory for"),
-        ] = "/var/lib/kubelet/pods",
+        live: LivePods = None,
+        kubelet_pods: KubeletPods = "/var/lib/kubelet/pods",
     ) -> None:
         """Remove the env files whose pinned pod no longer exists (unpinned files, and without --live files
         pinned by namespace and name, are kept)."""
@@ -777,12 +768,7 @@ def _env_file_app(config: str | None) -> typer.Typer:
         settings = load_settings(config).env_file
         pods = frozenset(live) if live else live_pods_from_kubelet(kubelet_pods)
         removed, failed = gc_env_files(pods, settings, names_known=bool(live))
-        for path in removed:
-            typer.echo(f"removed {path}")
-        for line in failed:
-            typer.echo(f"gpu-env-hook: {line}", err=True)
-        if failed:
-            raise typer.Exit(1)
+        report_gc(removed, failed)
 
     return app
 
