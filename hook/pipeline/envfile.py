@@ -14,6 +14,7 @@ from hook.pipeline import pod
 from hook.pipeline.config import is_env_name
 from hook.util import envvars
 from hook.util.beneath import describe_mode, open_beneath, refuse, trust_problem
+from hook.util.errors import EnvFileMissingError, EnvFileSyntaxError, os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ def check_descriptor(fd: int, path: str) -> None:
     try:
         info = posix.fstat(fd)
     except OSError as err:
-        from hook.util.errors import os_error
-
         raise os_error("inspect env file", path, err) from None
     if not stat.S_ISREG(info.st_mode):
         raise refuse(path, f"is {describe_mode(info.st_mode)}, not a regular file")
@@ -62,8 +61,6 @@ def read_bounded(fd: int, limit: int, path: str) -> bytes:
         try:
             chunk = posix.read(fd, limit + 1 - total)
         except OSError as err:
-            from hook.util.errors import os_error
-
             raise os_error("read env file", path, err) from None
         if not chunk:
             break
@@ -122,10 +119,6 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
     try:
         bindings = parse_dotenv(text)
     except DotenvSyntaxError as err:
-        from hook.util.errors import (
-            EnvFileSyntaxError,  # the error classes load only to refuse (hook.util.errors)
-        )
-
         raise EnvFileSyntaxError(
             refuse(path, "is not a valid dotenv line", line=err.line).args[0], err.bindings
         ) from None
@@ -268,24 +261,17 @@ def resolve_env_file(
         return None
     try:
         data = load_env_file_bytes(path, settings)
-    except Exception as err:
-        from hook.util.errors import (
-            EnvFileMissingError,  # the error classes load only on failure (hook.util.errors)
-        )
-
-        if isinstance(err, EnvFileMissingError) and settings.on_missing == "ignore":
+    except EnvFileMissingError:
+        if settings.on_missing == "ignore":
             return None
         raise
     # The pin first: naming another pod's file must not tell which content rule that file breaks.
     try:
         text = read_env_file(data, path)
-    except Exception as err:
-        from hook.util.errors import EnvFileSyntaxError
-
-        if isinstance(err, EnvFileSyntaxError):
-            pins = find_pins(err.bindings, path)
-            if pins:  # pinned before the line that breaks: that pin is checked first
-                check_pins(pins, annotations, path, settings)
+    except EnvFileSyntaxError as err:
+        pins = find_pins(err.bindings, path)
+        if pins:  # pinned before the line that breaks: that pin is checked first
+            check_pins(pins, annotations, path, settings)
         raise
     pinned = check_pins(find_pins(text.bindings, path), annotations, path, settings)
     values = check_content(text, path, variable=settings.variable)
