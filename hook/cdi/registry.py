@@ -19,6 +19,7 @@ from hook.cdi.names import quote
 from hook.cdi.spec import SPEC_EXTENSIONS, Spec, load_spec
 from hook.util.beneath import trust_problem
 from hook.util.errors import CdiError, CdiUnresolvableError
+from hook.util.safetext import os_reason
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
@@ -54,7 +55,7 @@ def list_spec_files(directory: str) -> list[str]:
     except FileNotFoundError:
         return []
     except OSError as err:
-        raise CdiError(f"could not read the CDI spec directory {directory}: {err.strerror}") from None
+        raise CdiError(f"could not read the CDI spec directory {directory}: {os_reason(err)}") from None
     problem = trust_problem(info.st_uid, info.st_mode)
     if problem is not None:
         raise CdiError(f"untrusted CDI spec directory {directory}: {problem}")

@@ -22,6 +22,7 @@ from hook.cdi.names import (
 from hook.cdi.version import version_error
 from hook.util.beneath import trust_problem
 from hook.util.errors import CdiError
+from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -467,7 +468,7 @@ def read_spec_file(path: str, *, trust: bool = True) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
-        raise CdiError(f"could not read {path}: {err.strerror}") from None
+        raise CdiError(f"could not read {path}: {os_reason(err)}") from None
     too_large = CdiError(f"could not read {path}: larger than {MAX_SPEC_FILE_BYTES} bytes")
     try:
         info = os.fstat(fd)
@@ -485,7 +486,7 @@ def read_spec_file(path: str, *, trust: bool = True) -> bytes:
                 break
             data += chunk
     except OSError as err:
-        raise CdiError(f"could not read {path}: {err.strerror}") from None
+        raise CdiError(f"could not read {path}: {os_reason(err)}") from None
     finally:
         os.close(fd)
     if len(data) > MAX_SPEC_FILE_BYTES:
@@ -500,7 +501,7 @@ def untrusted_reason(path: str) -> str | None:
         try:
             info = os.stat(where)
         except OSError as err:
-            return f"{what} cannot be inspected: {err.strerror}"
+            return f"{what} cannot be inspected: {os_reason(err)}"
         problem = trust_problem(info.st_uid, info.st_mode)
         if problem is not None:
             return f"{what} {problem}"

@@ -513,7 +513,7 @@ def _executable(hook_path: str, path_at: str, entry: dict[str, Any]) -> list[Fin
             )
         ]
     except (OSError, ValueError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else "invalid argument"
+        reason = os_reason(err) if isinstance(err, OSError) else "invalid argument"
         return [Finding(path_at, f"stat {_quote(hook_path)}: {reason}", "error")]
     if not hook_path.startswith("/"):
         findings.append(

@@ -21,6 +21,7 @@ import os
 
 from hook.util import envvars
 from hook.util.errors import UsageError
+from hook.util.safetext import os_reason
 
 DEFAULT_PATH = "/var/lib/gpu-env-hook/alloc.key"
 KEY_BYTES = 32
@@ -98,7 +99,7 @@ def _read_key(path: str) -> bytes:
     except FileNotFoundError:
         raise
     except OSError as err:
-        raise _refuse(path, f"cannot be read: {err.strerror}") from None
+        raise _refuse(path, f"cannot be read: {os_reason(err)}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -109,7 +110,7 @@ def _read_key(path: str) -> bytes:
             raise _refuse(path, f"must be readable by its owner only (mode {stat.S_IMODE(info.st_mode):04o})")
         data = os.read(fd, KEY_BYTES + 1)
     except OSError as err:
-        raise _refuse(path, f"cannot be read: {err.strerror}") from None
+        raise _refuse(path, f"cannot be read: {os_reason(err)}") from None
     finally:
         os.close(fd)
     if len(data) != KEY_BYTES:
@@ -143,4 +144,4 @@ def _create_key(path: str) -> None:
         finally:
             os.close(directory_fd)
     except OSError as err:
-        raise _refuse(path, f"cannot be created: {err.strerror}") from None
+        raise _refuse(path, f"cannot be created: {os_reason(err)}") from None

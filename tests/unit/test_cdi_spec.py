@@ -25,6 +25,7 @@ from hook.cdi.spec import (
     build_spec,
     decode_spec_text,
     load_spec,
+    untrusted_reason,
     yaml_loader,
 )
 from hook.cdi.spec import _check_nodes as check_nodes
@@ -356,6 +357,17 @@ def test_fifo_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(path)
     with pytest.raises(CdiError, match=rf"^could not read {path}: not a regular file$"):
         load_spec(str(path))
+
+
+def test_os_error_names_the_reason(tmp_path: Path) -> None:
+    """An OS error reading or inspecting a spec is the system's reason (hook.util.safetext.os_reason), never
+    ``None``: a path through a regular file is ``Not a directory``."""
+    (tmp_path / "file").write_text("")
+    path = tmp_path / "file" / "x.json"
+    with pytest.raises(CdiError) as caught:
+        load_spec(str(path))
+    assert str(caught.value) == f"could not read {path}: Not a directory"
+    assert untrusted_reason(str(path)) == "the file cannot be inspected: Not a directory"
 
 
 def test_json_spec_does_not_import_yaml(tmp_path: Path) -> None:
