@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from containerd import (
     CONTAINERD_IMAGE,
+    Containerd,
     ContainerdError,
     config_dump,
     namespace_argv,
@@ -300,6 +301,52 @@ def test_containerd_refuses_what_install_refuses(tmp_path: Path) -> None:
 ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=1,2\nUSER_CUSTOM_ENV=hello\n"
 
 
+def installed_with_env_file(tmp_path: Path, text: str, mode: int) -> tuple[Path, Path, Path]:
+    """The node of the CRI env-file tests: an env file holding ``text`` (root's, ``mode``) in the hook's
+    ``[env-file]`` directory, the stand-in cli recording its call, ``install --engine containerd`` done.
+    Returns the node tree, the env file and the cli's record."""
+    record = tmp_path / "cli-record.json"
+    env_file = tmp_path / "nvidia-env" / "pod.env"
+    env_file.parent.mkdir()
+    env_file.write_text(text)
+    env_file.chmod(mode)
+    hook_config = (
+        "[nvidia-container-cli]\n"
+        f'path = "{STANDIN_CLI}"\n'
+        f'environment = ["STANDIN_RECORD={record}"]\n'
+        "[env-file]\n"
+        f'directories = ["{env_file.parent}"]\n'
+    )
+    node = write_node(
+        tmp_path / "node", {"/etc/containerd/config.toml": CRI_TEST_CONFIG, CONFIG: hook_config}
+    )
+    proc = gpu_env_hook(
+        "install", "--engine", "containerd", "--root", str(node), "--python", PYTHON, "--config", CONFIG
+    )
+    assert proc.returncode == 0, proc.stderr
+    return node, env_file, record
+
+
+def run_env_in_pod(
+    daemon: Containerd, workdir: Path, image_archive: Path, env_file: Path
+) -> tuple[Any, list[str]]:
+    """Run ``/bin/env`` through the handler in a pod (CRI, as kubelet does) naming ``env_file``; return
+    its status and output."""
+    daemon.import_image(image_archive)
+    client = CriClient(daemon.address)
+    try:
+        return run_in_pod(
+            client,
+            workdir=workdir,
+            handler=HANDLER,
+            image=CONTAINERD_IMAGE,
+            command=["/bin/env"],
+            env={"NVIDIA_ENV_FROM_FILE": str(env_file)},
+        )
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize(
     "pin",
     [
@@ -324,39 +371,9 @@ def test_cri_pod_through_the_handler_gets_the_env_file(
     after install: the container's process sees the env file's variables, the cli gets the file's devices;
     the pod stops and is removed; uninstall restores the config's bytes. A file pinned to the pod is
     checked against containerd's own sandbox-uid annotation."""
-    record = tmp_path / "cli-record.json"
-    env_file = tmp_path / "nvidia-env" / "pod-a.env"
-    env_file.parent.mkdir()
-    env_file.write_text(ENV_FILE + pin)
-    env_file.chmod(0o644)
-    hook_config = (
-        "[nvidia-container-cli]\n"
-        f'path = "{STANDIN_CLI}"\n'
-        f'environment = ["STANDIN_RECORD={record}"]\n'
-        "[env-file]\n"
-        f'directories = ["{env_file.parent}"]\n'
-    )
-    node = write_node(
-        tmp_path / "node", {"/etc/containerd/config.toml": CRI_TEST_CONFIG, CONFIG: hook_config}
-    )
-    proc = gpu_env_hook(
-        "install", "--engine", "containerd", "--root", str(node), "--python", PYTHON, "--config", CONFIG
-    )
-    assert proc.returncode == 0, proc.stderr
+    node, env_file, record = installed_with_env_file(tmp_path, ENV_FILE + pin, 0o644)
     with running(node, tmp_path / "daemon") as daemon:
-        daemon.import_image(containerd_image_archive)
-        client = CriClient(daemon.address)
-        try:
-            status, stdout = run_in_pod(
-                client,
-                workdir=tmp_path,
-                handler=HANDLER,
-                image=CONTAINERD_IMAGE,
-                command=["/bin/env"],
-                env={"NVIDIA_ENV_FROM_FILE": str(env_file)},
-            )
-        finally:
-            client.close()
+        status, stdout = run_env_in_pod(daemon, tmp_path, containerd_image_archive, env_file)
         assert (status.exit_code, status.reason) == (0, "Completed"), daemon.log()
     assert "NVIDIA_VISIBLE_DEVICES=1,2" in stdout
     assert "USER_CUSTOM_ENV=hello" in stdout
@@ -370,43 +387,13 @@ def test_cri_pod_through_the_handler_gets_the_env_file(
 def test_cri_pod_of_another_name_is_refused_the_file(tmp_path: Path, containerd_image_archive: Path) -> None:
     """A file pinned by namespace and name to another pod: the container is refused through a real containerd
     (its own sandbox-name annotation differs), the cli never runs."""
-    record = tmp_path / "cli-record.json"
-    env_file = tmp_path / "nvidia-env" / "pod-b.env"
-    env_file.parent.mkdir()
-    env_file.write_text(ENV_FILE + "GPU_ENV_HOOK_POD_NAMESPACE=default\nGPU_ENV_HOOK_POD_NAME=victim\n")
-    env_file.chmod(0o600)
-    hook_config = (
-        "[nvidia-container-cli]\n"
-        f'path = "{STANDIN_CLI}"\n'
-        f'environment = ["STANDIN_RECORD={record}"]\n'
-        "[env-file]\n"
-        f'directories = ["{env_file.parent}"]\n'
-    )
-    node = write_node(
-        tmp_path / "node", {"/etc/containerd/config.toml": CRI_TEST_CONFIG, CONFIG: hook_config}
-    )
-    proc = gpu_env_hook(
-        "install", "--engine", "containerd", "--root", str(node), "--python", PYTHON, "--config", CONFIG
-    )
-    assert proc.returncode == 0, proc.stderr
+    pin = "GPU_ENV_HOOK_POD_NAMESPACE=default\nGPU_ENV_HOOK_POD_NAME=victim\n"
+    node, env_file, record = installed_with_env_file(tmp_path, ENV_FILE + pin, 0o600)
     refusal = (
         f"env file '{env_file}': is pinned to another pod (annotation io.kubernetes.cri.sandbox-name differs)"
     )
-    with running(node, tmp_path / "daemon") as daemon:
-        daemon.import_image(containerd_image_archive)
-        client = CriClient(daemon.address)
-        try:
-            with pytest.raises(Exception, match=re.escape(refusal)):
-                run_in_pod(
-                    client,
-                    workdir=tmp_path,
-                    handler=HANDLER,
-                    image=CONTAINERD_IMAGE,
-                    command=["/bin/env"],
-                    env={"NVIDIA_ENV_FROM_FILE": str(env_file)},
-                )
-        finally:
-            client.close()
+    with running(node, tmp_path / "daemon") as daemon, pytest.raises(Exception, match=re.escape(refusal)):
+        run_env_in_pod(daemon, tmp_path, containerd_image_archive, env_file)
     assert load_record(record) is None
     assert gpu_env_hook("uninstall", "--engine", "containerd", "--root", str(node)).returncode == 0
 
