@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from hook.commands.cdi import KubeletPods, LivePods, report_gc
-from hook.commands.envfile import check_command, columns, path_command, write_command
+from hook.commands.envfile import PIN_OPTIONS, check_command, columns, path_command, write_command
 from hook.util import envvars
 from hook.util.errors import HookError, UsageError, describe_os_error
 from hook.util.safetext import os_reason, shows
@@ -640,6 +640,28 @@ def _validate_app() -> typer.Typer:
 # --- env-file --------------------------------------------------------------------------------------------
 
 
+# The help of the pin options (``PIN_OPTIONS``) in the two commands that take them.
+_PIN_HELP = {
+    "write": {
+        "--pod-uid": "pin the file to this pod UID",
+        "--pod-namespace": "pin the file to the pod of this namespace (and --pod-name)",
+        "--pod-name": "pin the file to the pod of this name (and --pod-namespace)",
+        "--container": "pin the file to this container name too",
+    },
+    "check": {
+        "--pod-uid": "check the pin against this pod UID",
+        "--pod-namespace": "check the pin against this pod namespace (with --pod-name)",
+        "--pod-name": "check the pin against this pod name (with --pod-namespace)",
+        "--container": "check the pin against this container name",
+    },
+}
+
+
+def _pin(command: str, flag: str) -> Any:
+    """One of the pin options ``env-file write`` and ``check`` share, worded for ``command``."""
+    return typer.Option(flag, metavar=PIN_OPTIONS[flag], help=_PIN_HELP[command][flag])
+
+
 def _env_file_app(config: str | None) -> typer.Typer:
     """Build ``env-file``: write, path and check (their bodies, and a dispatch without typer: producercli)."""
     app = _sub_app("Write, name and check env files (for device plugins).")
@@ -649,29 +671,10 @@ def _env_file_app(config: str | None) -> typer.Typer:
     def write(  # noqa: PLR0917 - typer passes each option as a parameter
         path: Annotated[str, typer.Argument(help="absolute path inside an [env-file] directory")],
         assignments: Annotated[list[str], typer.Argument(metavar="KEY=VALUE...", help="variables to write")],
-        pod_uid: Annotated[
-            str | None, typer.Option("--pod-uid", metavar="UID", help="pin the file to this pod UID")
-        ] = None,
-        pod_namespace: Annotated[
-            str | None,
-            typer.Option(
-                "--pod-namespace",
-                metavar="NS",
-                help="pin the file to the pod of this namespace (and --pod-name)",
-            ),
-        ] = None,
-        pod_name: Annotated[
-            str | None,
-            typer.Option(
-                "--pod-name",
-                metavar="NAME",
-                help="pin the file to the pod of this name (and --pod-namespace)",
-            ),
-        ] = None,
-        container: Annotated[
-            str | None,
-            typer.Option("--container", metavar="NAME", help="pin the file to this container name too"),
-        ] = None,
+        pod_uid: Annotated[str | None, _pin("write", "--pod-uid")] = None,
+        pod_namespace: Annotated[str | None, _pin("write", "--pod-namespace")] = None,
+        pod_name: Annotated[str | None, _pin("write", "--pod-name")] = None,
+        container: Annotated[str | None, _pin("write", "--container")] = None,
     ) -> None:
         """Write an env file atomically, root-owned, mode 0600, refusing what the hook would refuse."""
         typer.echo(
@@ -705,29 +708,10 @@ def _env_file_app(config: str | None) -> typer.Typer:
     @guarded
     def check(  # noqa: PLR0917 - typer passes each option as a parameter
         path: Annotated[str, typer.Argument(help="the env file")],
-        pod_uid: Annotated[
-            str | None, typer.Option("--pod-uid", metavar="UID", help="check the pin against this pod UID")
-        ] = None,
-        pod_namespace: Annotated[
-            str | None,
-            typer.Option(
-                "--pod-namespace",
-                metavar="NS",
-                help="check the pin against this pod namespace (with --pod-name)",
-            ),
-        ] = None,
-        pod_name: Annotated[
-            str | None,
-            typer.Option(
-                "--pod-name",
-                metavar="NAME",
-                help="check the pin against this pod name (with --pod-namespace)",
-            ),
-        ] = None,
-        container: Annotated[
-            str | None,
-            typer.Option("--container", metavar="NAME", help="check the pin against this container name"),
-        ] = None,
+        pod_uid: Annotated[str | None, _pin("check", "--pod-uid")] = None,
+        pod_namespace: Annotated[str | None, _pin("check", "--pod-namespace")] = None,
+        pod_name: Annotated[str | None, _pin("check", "--pod-name")] = None,
+        container: Annotated[str | None, _pin("check", "--container")] = None,
         engine: Annotated[
             str | None,
             typer.Option(

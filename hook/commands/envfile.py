@@ -22,11 +22,14 @@ if TYPE_CHECKING:
     from hook.producer.envfile import CheckStep
 
 PROG = "gpu-env-hook"
+# The pin options of ``write`` and ``check`` (what a file is pinned to, what a check compares it with) and
+# their metavars (the typer commands in hook.commands.cli show them).
+PIN_OPTIONS = {"--pod-uid": "UID", "--pod-namespace": "NS", "--pod-name": "NAME", "--container": "NAME"}
 # Each command's options (all take one value) and its positional arguments: (minimum, maximum or None).
 _OPTIONS = {
-    "write": ("--pod-uid", "--pod-namespace", "--pod-name", "--container"),
+    "write": (*PIN_OPTIONS,),
     "path": ("--directory",),
-    "check": ("--pod-uid", "--pod-namespace", "--pod-name", "--container", "--engine"),
+    "check": (*PIN_OPTIONS, "--engine"),
 }
 _POSITIONALS = {"write": (2, None), "path": (1, None), "check": (1, 1)}
 # What click.style(text, fg=...) wraps a coloured mark in.
