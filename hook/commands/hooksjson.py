@@ -29,7 +29,7 @@ import os
 import stat
 from typing import Any, Literal, NamedTuple
 
-from hook.util.safetext import decode_error_reason, os_reason
+from hook.util.safetext import decode_error_reason, json_kind, os_reason
 
 CURRENT = "1.0.0"
 LEGACY = "0.1.0"
@@ -122,18 +122,13 @@ _GO_TYPES = {
 
 
 def _go_kind(value: object) -> str:
-    """Name a decoded JSON value's type as a message does."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | _Fraction):
+    """Name a decoded JSON value's type as a message does (``json_kind``; this decoder's objects are
+    ``_Pairs`` lists and its fractions ``_Fraction`` strings)."""
+    if isinstance(value, _Pairs):
+        return "an object"
+    if isinstance(value, _Fraction):
         return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list) and not isinstance(value, _Pairs):
-        return "an array"
-    return "an object"
+    return json_kind(value)
 
 
 def _go_field(key: str, fields: _Fields) -> str | None:

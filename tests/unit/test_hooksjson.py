@@ -69,6 +69,14 @@ def v1(**parts: object) -> bytes:
             id="timeout-type",
         ),
         pytest.param(
+            v1(hook={"path": EXE, "timeout": 1.5, "args": {"a": "b"}}),
+            [
+                Finding("$.hook.timeout", "must be an integer, got a number", "error"),
+                Finding("$.hook.args", "must be an array of strings, got an object", "error"),
+            ],
+            id="fraction-and-object-types",
+        ),
+        pytest.param(
             v1(hook={"path": EXE, "timeout": 0}),
             [
                 Finding(
