@@ -12,8 +12,28 @@ from hook.util.safetext import escape
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_QUALIFIER_MIDDLE = _ALNUM | frozenset("_-.")
-_NAME_MIDDLE = _ALNUM | frozenset("_-.:")
+# The two grammars: (allowed first, allowed between; a letter or digit last in both), and the reference's
+# words for each rule broken ({name}: the quoted text, {char}: the character not allowed between).
+_QUALIFIER = (
+    _LETTERS,
+    _ALNUM | frozenset("_-."),
+    {
+        "empty": "empty name",
+        "first": "{name}, should start with letter",
+        "between": "invalid character {char} in name {name}",
+        "last": "{name}, should end with a letter or digit",
+    },
+)
+_NAME = (
+    _ALNUM,
+    _ALNUM | frozenset("_-.:"),
+    {
+        "empty": "invalid (empty) device name",
+        "first": "invalid class {name}, should start with a letter or digit",
+        "between": "invalid character {char} in device name {name}",
+        "last": "invalid name {name}, should end with a letter or digit",
+    },
+)
 
 
 def is_qualified_name(device: str) -> bool:
@@ -29,21 +49,10 @@ def is_qualified_name(device: str) -> bool:
     vendor, slash, klass = kind.partition("/")
     if not slash:
         return False
-    return _valid_qualifier(vendor) and _valid_qualifier(klass) and _valid_name(name)
-
-
-def _valid_qualifier(text: str) -> bool:
-    """Vendor or class: a letter first, a letter or digit last, letters, digits, ``_-.`` between."""
-    if not text or text[0] not in _LETTERS or text[-1] not in _ALNUM:
-        return False
-    return all(c in _QUALIFIER_MIDDLE for c in text[1:-1])
-
-
-def _valid_name(text: str) -> bool:
-    """Device name: a letter or digit first and last, also ``_-.:`` between."""
-    if not text or text[0] not in _ALNUM or text[-1] not in _ALNUM:
-        return False
-    return all(c in _NAME_MIDDLE for c in text[1:-1])
+    return all(
+        _error(text, grammar) is None
+        for text, grammar in ((vendor, _QUALIFIER), (klass, _QUALIFIER), (name, _NAME))
+    )
 
 
 def quote(text: str, limit: int = 256) -> str:
@@ -75,47 +84,38 @@ def parse_device(device: str) -> tuple[str, str, str]:
 
 def vendor_error(vendor: str) -> str | None:
     """Say why ``vendor`` is no valid vendor name (None when it is)."""
-    reason = _qualifier_error(vendor)
+    reason = _error(vendor, _QUALIFIER)
     return None if reason is None else f"invalid vendor. {reason}"
 
 
 def class_error(klass: str) -> str | None:
     """Say why ``klass`` is no valid class name (None when it is)."""
-    reason = _qualifier_error(klass)
+    reason = _error(klass, _QUALIFIER)
     return None if reason is None else f"invalid class. {reason}"
-
-
-def _qualifier_error(text: str) -> str | None:
-    """The reference's rule for a vendor or class: a letter first, a letter or digit last, ``_-.`` between."""
-    if not text:
-        return "empty name"
-    if text[0] not in _LETTERS:
-        return f"{quote(text)}, should start with letter"
-    for char in text[1:-1]:
-        if char not in _QUALIFIER_MIDDLE:
-            return f"invalid character {_char(char)} in name {quote(text)}"
-    if text[-1] not in _ALNUM:
-        return f"{quote(text)}, should end with a letter or digit"
-    return None
 
 
 def device_name_error(name: str) -> str | None:
     """Say why ``name`` is no valid device name (None when it is), in the reference's words."""
-    if not name:
-        return "invalid (empty) device name"
-    if name[0] not in _ALNUM:
-        return f"invalid class {quote(name)}, should start with a letter or digit"
-    for char in name[1:-1]:
-        if char not in _NAME_MIDDLE:
-            return f"invalid character {_char(char)} in device name {quote(name)}"
-    if name[-1] not in _ALNUM:
-        return f"invalid name {quote(name)}, should end with a letter or digit"
-    return None
+    return _error(name, _NAME)
 
 
-def _char(char: str) -> str:
-    """Render one character as Go's ``'%c'`` would, control characters escaped."""
-    return "'" + quote(char)[1:-1] + "'"
+def _error(text: str, grammar: tuple[frozenset[str], frozenset[str], dict[str, str]]) -> str | None:
+    """The reference's words for the first rule of ``grammar`` that ``text`` breaks (empty, first character,
+    a character between, last character), the character at fault rendered as Go's ``'%c'`` would (control
+    characters escaped); None when ``text`` is valid."""
+    first, between, words = grammar
+    bad = next((char for char in text[1:-1] if char not in between), None)
+    if not text:
+        rule = "empty"
+    elif text[0] not in first:
+        rule = "first"
+    elif bad is not None:
+        rule = "between"
+    elif text[-1] not in _ALNUM:
+        rule = "last"
+    else:
+        return None
+    return words[rule].format(name=quote(text), char="'" + quote(bad or "")[1:-1] + "'")
 
 
 def parse_qualified_name(device: str) -> tuple[str, str, str]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from hook.cdi.names import is_qualified_name
+from hook.cdi.names import class_error, device_name_error, is_qualified_name, vendor_error
 
 
 @pytest.mark.parametrize(
@@ -41,3 +43,45 @@ from hook.cdi.names import is_qualified_name
 def test_is_qualified_name(device: str, qualified: bool) -> None:
     """CDI names follow the CDI parser's character rules; one-character vendors and classes are valid."""
     assert is_qualified_name(device) is qualified
+
+
+@pytest.mark.parametrize(
+    ("check", "text", "reason"),
+    [
+        pytest.param(vendor_error, "", "invalid vendor. empty name", id="vendor-empty"),
+        pytest.param(vendor_error, "1a", 'invalid vendor. "1a", should start with letter', id="vendor-first"),
+        pytest.param(
+            vendor_error,
+            "a\x1bb",
+            "invalid vendor. invalid character '\\x1b' in name \"a\\x1bb\"",
+            id="vendor-between",
+        ),
+        pytest.param(
+            class_error, "a-", 'invalid class. "a-", should end with a letter or digit', id="class-last"
+        ),
+        pytest.param(
+            class_error, "a:b", "invalid class. invalid character ':' in name \"a:b\"", id="class-no-colon"
+        ),
+        pytest.param(device_name_error, "", "invalid (empty) device name", id="name-empty"),
+        pytest.param(
+            device_name_error,
+            "-a",
+            'invalid class "-a", should start with a letter or digit',
+            id="name-first",
+        ),
+        pytest.param(
+            device_name_error, "a/b", "invalid character '/' in device name \"a/b\"", id="name-between"
+        ),
+        pytest.param(
+            device_name_error, "a.", 'invalid name "a.", should end with a letter or digit', id="name-last"
+        ),
+        pytest.param(device_name_error, "GPU-abc:1", None, id="name-valid"),
+        pytest.param(vendor_error, "nvidia.com", None, id="vendor-valid"),
+    ],
+)
+def test_each_rule_in_the_references_words(
+    check: Callable[[str], str | None], text: str, reason: str | None
+) -> None:
+    """Vendor, class and device name: the first rule broken, in container-device-interface's words (the
+    device name's ``invalid class`` is the reference's own wording), the character at fault escaped."""
+    assert check(text) == reason
