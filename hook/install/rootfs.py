@@ -180,32 +180,28 @@ class NodeRoot:
 
     # --- writing -----------------------------------------------------------------------------------------
 
-    def write_atomic(
-        self, node_path: str, data: bytes, *, mode: int, owner: tuple[int, int] | None = None
-    ) -> None:
-        """Replace the entry at ``node_path`` (a symlink itself, not its target) with ``data``, atomically."""
+    @contextlib.contextmanager
+    def _replacing(self, node_path: str) -> Iterator[tuple[int, str]]:
+        """``parent`` for replacing the entry at ``node_path`` (a symlink itself, not its target); an OSError
+        inside is one ``could not write`` line."""
         where = self.show(node_path)
         try:
-            with self.parent(node_path) as (parent, name):
-                atomicwrite.write_atomic(name, data, mode=mode, owner=owner, dir_fd=parent)
+            with self.parent(node_path) as found:
+                yield found
         except OSError as err:
             raise could_not("write", where, err) from None
 
+    def write_atomic(
+        self, node_path: str, data: bytes, *, mode: int, owner: tuple[int, int] | None = None
+    ) -> None:
+        """Replace the entry at ``node_path`` with a file holding ``data``, atomically."""
+        with self._replacing(node_path) as (parent, name):
+            atomicwrite.write_atomic(name, data, mode=mode, owner=owner, dir_fd=parent)
+
     def symlink_atomic(self, node_path: str, target: str) -> None:
         """Replace the entry at ``node_path`` with a symlink to ``target``, atomically."""
-        where = self.show(node_path)
-        try:
-            with self.parent(node_path) as (parent, name):
-                tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-                os.symlink(target, tmp, dir_fd=parent)
-                try:
-                    os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
-                except BaseException:
-                    os.unlink(tmp, dir_fd=parent)
-                    raise
-                _fsync_dir(parent)
-        except OSError as err:
-            raise could_not("write", where, err) from None
+        with self._replacing(node_path) as (parent, name):
+            atomicwrite.symlink_atomic(name, target, dir_fd=parent)
 
     def unlink(self, node_path: str) -> None:
         """Remove a file (or symlink); one that is already gone is fine."""
@@ -257,12 +253,3 @@ def check_root(root: str) -> NodeRoot:
     if not stat.S_ISDIR(st.st_mode):
         raise InstallError(f"--root {root}: not a directory; give the node's /")
     return NodeRoot(root)
-
-
-def _fsync_dir(parent: int) -> None:
-    """fsync the directory behind an O_PATH descriptor (reopened for reading: O_PATH cannot be synced)."""
-    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

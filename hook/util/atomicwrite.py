@@ -46,7 +46,7 @@ def write_atomic(
                 mode = posix.stat(name, dir_fd=parent).st_mode & 0o7777
             except FileNotFoundError:
                 mode = 0o644
-        tmp = f".{name}.{posix.getpid()}.{posix.urandom(4).hex()}{TEMP_SUFFIX}"
+        tmp = _temp_name(name)
         fd = create(tmp, parent)
         try:
             try:
@@ -56,15 +56,42 @@ def write_atomic(
             finally:
                 posix.close(fd)  # releases the lock, after the rename
         except BaseException:
-            import contextlib  # only on failure: contextlib pulls in collections and functools (~5 ms)
-
-            with contextlib.suppress(FileNotFoundError):
-                posix.unlink(tmp, dir_fd=parent)
+            _discard(tmp, parent)
             raise
         if durable:
             posix.fsync(parent)
     finally:
         posix.close(parent)
+
+
+def symlink_atomic(name: str, target: str, *, dir_fd: int) -> None:
+    """Replace ``name`` in the directory ``dir_fd`` with a symlink to ``target`` as ``write_atomic`` replaces
+    a file: a temp link of the same name shape beside it, renamed over it, then the directory fsync'd."""
+    parent = posix.open(".", posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        tmp = _temp_name(name)
+        posix.symlink(target, tmp, dir_fd=parent)
+        try:
+            posix.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            _discard(tmp, parent)
+            raise
+        posix.fsync(parent)
+    finally:
+        posix.close(parent)
+
+
+def _temp_name(name: str) -> str:
+    """A new temp name for ``name``: ``.<name>.<pid>.<8 hex digits>.tmp`` (``parse_temp_name`` reads it)."""
+    return f".{name}.{posix.getpid()}.{posix.urandom(4).hex()}{TEMP_SUFFIX}"
+
+
+def _discard(tmp: str, dir_fd: int) -> None:
+    """Remove a temp entry after a failed replace; one already gone is fine."""
+    try:  # noqa: SIM105 - contextlib costs ~5 ms on the hook's path
+        posix.unlink(tmp, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
 
 
 def create(name: str, dir_fd: int) -> int:

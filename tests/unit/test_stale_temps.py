@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hook.util.atomicwrite import STALE_AFTER_SECONDS, parse_temp_name, write_atomic
+from hook.util.atomicwrite import STALE_AFTER_SECONDS, parse_temp_name, symlink_atomic, write_atomic
 
 # A writer that stops inside write_atomic, its temp file written and locked, until a byte arrives on fd 0
 # (then it finishes); it says "ready" once it is there.
@@ -98,6 +98,23 @@ def test_live_writer_temp_file_is_kept(tmp_path: Path) -> None:
         assert writer.wait(timeout=30) == 0
     assert path.read_bytes() == b"from the paused writer\n"
     assert temps(tmp_path) == []
+
+
+def test_symlink_replaces_the_entry_and_a_failed_one_leaves_no_temp(tmp_path: Path) -> None:
+    """symlink_atomic puts a link where a file was, through the directory's descriptor, with no temp left;
+    a replace that fails (a directory in the way) removes its temp link and raises."""
+    (tmp_path / "current").write_bytes(b"a file\n")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_bytes(b"")
+    fd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
+    try:
+        symlink_atomic("current", "v2", dir_fd=fd)
+        with pytest.raises(IsADirectoryError):
+            symlink_atomic("busy", "v2", dir_fd=fd)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "current").readlink() == Path("v2")
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["busy", "current"]
 
 
 def test_foreign_and_fresh_files_survive(tmp_path: Path) -> None:
