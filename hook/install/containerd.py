@@ -41,14 +41,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from hook import __version__
-from hook.install.common import (
-    CONFIG_MODE,
-    EnginePlan,
-    InstallError,
-    InstallOptions,
-    PlannedFile,
-    rooted,
-)
+from hook.install.common import CONFIG_MODE, EnginePlan, InstallError, InstallOptions, PlannedFile, rooted
 from hook.install.rootfs import NodeRoot
 from hook.util import paths
 

@@ -19,14 +19,7 @@ import os
 from typing import Any, NamedTuple
 
 from hook import __version__
-from hook.install.common import (
-    CONFIG_MODE,
-    EnginePlan,
-    InstallError,
-    InstallOptions,
-    PlannedFile,
-    rooted,
-)
+from hook.install.common import CONFIG_MODE, EnginePlan, InstallError, InstallOptions, PlannedFile, rooted
 from hook.install.podman import plan_hooks
 from hook.install.rootfs import NodeRoot
 from hook.util import paths
