@@ -13,11 +13,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dotenv
 import pytest
+from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
 from conftest import REPO, MakeBundle, MakeConfig, MakeEnvFile
+
+from hook.cdi import speccache
 
 # sys.path of the installed hook: the package's directory and python-dotenv's, nothing from the caller.
 PACKAGE_PATH = [str(REPO), str(Path(dotenv.__file__).resolve().parent.parent)]
@@ -240,18 +244,8 @@ PRODUCER |= {
     "hook.util.beneath",
     "hook.pipeline.pod",
 }  # the rules the writer checks a file against
-PINNED = {
-    "non-gpu": ENTRY | SPEC | STAGE,
-    "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
-    "cuda-requirement": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | REQUIREMENTS | EXEC_CLI,
-    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER | WRITE,
-    "precreate": ENTRY
-    | SPEC
-    | STAGE
-    | SETTINGS
-    | DOTENV_PARSER
-    | {"hook.stages.precreate", "hook.pipeline.specenv", "hook.pipeline.handoff"},
-    "shim-create": ENTRY
+SHIM_CREATE = (
+    ENTRY
     | OS
     | SPEC
     | STAGE - {"hook.__main__"}
@@ -265,7 +259,33 @@ PINNED = {
         "hook.util.log",
         "hook.pipeline.handoff",
         "hook.launcher",
-    },
+    }
+)
+# CDI mode in the shim: the engine (names, versions, spec files, the registry, the edits) and the spec cache.
+CDI = frozenset(
+    {
+        "hook.cdi",
+        "hook.cdi.edits",
+        "hook.cdi.names",
+        "hook.cdi.registry",
+        "hook.cdi.spec",
+        "hook.cdi.speccache",
+        "hook.cdi.version",
+        "hook.pipeline.cdidevices",
+    }
+)
+PINNED = {
+    "non-gpu": ENTRY | SPEC | STAGE,
+    "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
+    "cuda-requirement": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | REQUIREMENTS | EXEC_CLI,
+    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER | WRITE,
+    "precreate": ENTRY
+    | SPEC
+    | STAGE
+    | SETTINGS
+    | DOTENV_PARSER
+    | {"hook.stages.precreate", "hook.pipeline.specenv", "hook.pipeline.handoff"},
+    "shim-create": SHIM_CREATE,
     # The hook the shim injected: the decision in its args, the env file never read (no dotenv parser).
     "handed-off": ENTRY
     | SPEC
@@ -276,6 +296,9 @@ PINNED = {
     | EXEC_CLI
     | WRITE
     | {"hook.pipeline.handoff", "hook.pipeline.envfile", "hook.util.beneath", "_stat", "hook.pipeline.pod"},
+    # CDI mode, the device's edits from a YAML spec (``nvidia-ctk cdi generate``'s default) whose decoded
+    # document is in the spec cache: no YAML parser, the entry read by the C JSON scanner.
+    "shim-cdi-yaml-cached": SHIM_CREATE | CDI,
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | {"hook.stages", "hook.stages.shim", "hook.util.tomlsubset"},
     "producer-path": PRODUCER | {"_sha256", "hook.producer.namekey"},
@@ -305,7 +328,14 @@ PINNED = {
         "hook.nri.backstop",
     },
 }
-ENV_FILE_CASES = ("env-file", "precreate", "shim-create", "producer-write", "producer-check")
+ENV_FILE_CASES = (
+    "env-file",
+    "precreate",
+    "shim-create",
+    "shim-cdi-yaml-cached",
+    "producer-write",
+    "producer-check",
+)
 NO_EXEC_CASES = (
     "non-gpu",
     "precreate",
@@ -339,6 +369,14 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
     if name == "shim-create":
         argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "c1"]
         return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.stages.shim", env=shim_env)
+    if name.startswith("shim-cdi-"):
+        spec_file, cache = cdi_node(tmp_path, config, cached=name.endswith("-cached"))
+        argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "c1"]
+        modules, execed = run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.stages.shim", env=shim_env)
+        edited = json.loads((bundle / "config.json").read_text())
+        assert "/dev/nvidia0" in [device["path"] for device in edited["linux"]["devices"]]
+        assert (cache / str(speccache.entry_name(str(spec_file)))).is_file()
+        return modules, execed
     if name.startswith("producer-"):
         command = {
             "producer-path": ["path", "gpu-1", "gpu-0"],
@@ -364,6 +402,26 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
     return run_entry(["-config", str(config), "prestart"], tmp_path, cwd=bundle, stdin=state)
 
 
+def cdi_node(tmp_path: Path, config: Path, *, cached: bool) -> tuple[Path, Path]:
+    """Put ``config`` in CDI mode with an NVIDIA-shaped YAML spec and a scratch spec cache; ``cached``:
+    store the spec's entry first (as an earlier create would have). Return the spec and the cache."""
+    spec = write_spec(tmp_path / "cdi", "nvidia.yaml", nvidia_like_spec(make_fake_node(tmp_path / "node")))
+    cache = tmp_path / "spec-cache"
+    with config.open("a") as fh:
+        fh.write(f'\n[gpu-env]\ndevice-mode = "cdi"\n[gpu-env.cdi]\nspec-dirs = ["{spec.parent}"]\n')
+        fh.write(f'spec-cache = "{cache}"\n')
+    if cached:
+        from hook.cdi.spec import parse_spec_bytes
+
+        document = parse_spec_bytes(spec.read_bytes(), path=str(spec)).document
+        info = spec.stat()
+        read_at = info.st_ctime_ns + speccache.SETTLE_NS  # as if read a while after it was written
+        speccache.store(str(cache), str(spec), speccache.identity(info), document, read_at_ns=read_at)
+    else:
+        time.sleep(speccache.SETTLE_NS / 1e9)  # the create stores the entry only for a settled spec
+    return spec, cache
+
+
 @pytest.mark.parametrize("name", [pytest.param(name, id=name) for name in PINNED])
 def test_module_set_is_pinned(
     name: str, tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig, make_env_file: MakeEnvFile
@@ -377,3 +435,17 @@ def test_module_set_is_pinned(
         "gone": [],
     }
     assert execed == (name not in NO_EXEC_CASES)
+
+
+def test_uncached_yaml_spec_is_decoded_and_cached(
+    tmp_path: Path, make_bundle: MakeBundle, make_config: MakeConfig, make_env_file: MakeEnvFile
+) -> None:
+    """The YAML spec not cached yet: PyYAML decodes it (its own modules, not pinned here), the entry is
+    written, and our modules are those of the cached case."""
+    if os.geteuid() != 0:
+        pytest.skip("the env file and the cache must be root's")
+    modules, execed = pinned_case("shim-cdi-yaml", tmp_path, make_bundle, make_config, make_env_file)
+    assert execed
+    assert "yaml" in modules
+    ours = {name for name in modules if name.split(".")[0] == "hook"}
+    assert ours == {name for name in PINNED["shim-cdi-yaml-cached"] if name.split(".")[0] == "hook"}

@@ -66,8 +66,11 @@ def list_spec_files(directory: str) -> list[str]:
     ]
 
 
-def load_registry(directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) -> Registry:
-    """Scan the spec directories and resolve every device's qualified name (the reference's rules)."""
+def load_registry(
+    directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS, *, cache: str = ""
+) -> Registry:
+    """Scan the spec directories and resolve every device's qualified name (the reference's rules);
+    ``cache``: the directory of decoded YAML specs the stages use (``hook.cdi.speccache``), "" for none."""
     devices: dict[str, tuple[Spec, str]] = {}
     specs: list[Spec] = []
     errors: dict[str, list[str]] = {}
@@ -82,7 +85,7 @@ def load_registry(directories: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) 
             continue
         for path in paths:
             try:
-                spec = load_spec(path, priority)
+                spec = load_spec(path, priority, cache=cache)
             except CdiError as err:
                 errors.setdefault(path, []).append(str(err))
                 skipped.append(path)

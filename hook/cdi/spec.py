@@ -460,9 +460,10 @@ def _net_devices_error(devices: list[dict[str, Any]]) -> str | None:
 # --- files -----------------------------------------------------------------------------------------------
 
 
-def read_spec_file(path: str, *, trust: bool = True) -> bytes:
+def read_spec_file(path: str, *, trust: bool = True) -> tuple[bytes, os.stat_result]:
     """Read a spec file without blocking (a FIFO is refused); one over the size limit is refused unread, and
-    so is (with ``trust``) one that is not root's or is group/world-writable: runc runs its hooks as root."""
+    so is (with ``trust``) one that is not root's or is group/world-writable: runc runs its hooks as root.
+    Return its bytes and what ``fstat`` said of it."""
     import stat
 
     try:
@@ -491,7 +492,7 @@ def read_spec_file(path: str, *, trust: bool = True) -> bytes:
         os.close(fd)
     if len(data) > MAX_SPEC_FILE_BYTES:
         raise too_large
-    return data
+    return data, info
 
 
 def untrusted_reason(path: str) -> str | None:
@@ -508,14 +509,36 @@ def untrusted_reason(path: str) -> str | None:
     return None
 
 
-def load_spec(path: str, priority: int = 0, *, loader: type | None = None, trust: bool = True) -> Spec:
+def load_spec(
+    path: str, priority: int = 0, *, loader: type | None = None, trust: bool = True, cache: str = ""
+) -> Spec:
     """Read, decode and validate one spec file; every error is a CdiError naming the file. With ``trust``
-    (the default) a file that is not root's, or is group/world-writable, is refused unread."""
-    data = read_spec_file(path, trust=trust)
+    (the default) a file that is not root's, or is group/world-writable, is refused unread. ``cache``: the
+    directory of decoded YAML specs (``hook.cdi.speccache``; "" for none), whose hit is validated as a
+    decoded spec is, and which holds only specs that passed."""
+    cached = bool(cache) and path.endswith(".yaml")
+    if cached:
+        import time
+
+        from hook.cdi import speccache
+
+        read_at_ns = time.time_ns()
+    data, info = read_spec_file(path, trust=trust)
+    if cached:
+        key = speccache.identity(info)
+        document = speccache.lookup(cache, path, key)
+        if document is not None:
+            try:
+                return build_spec(document, path=path, priority=priority)
+            except CdiError:
+                pass  # not what a valid spec decodes to: decode the file itself
     try:
-        return parse_spec_bytes(data, path=path, priority=priority, loader=loader)
+        spec = parse_spec_bytes(data, path=path, priority=priority, loader=loader)
     except CdiError as err:
         raise CdiError(f"invalid CDI spec {path}: {err}") from None
+    if cached:
+        speccache.store(cache, path, key, spec.document, read_at_ns=read_at_ns)
+    return spec
 
 
 def parse_spec_bytes(data: bytes, *, path: str, priority: int = 0, loader: type | None = None) -> Spec:

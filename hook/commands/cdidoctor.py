@@ -1,4 +1,5 @@
-"""doctor's CDI checks: NVIDIA's runtime mode against ours, and NVIDIA's generated spec present and current.
+"""doctor's CDI checks: NVIDIA's runtime mode against ours, NVIDIA's generated spec present and current, the
+YAML loader and the spec cache.
 
 NVIDIA's ``nvidia-container-runtime`` (toolkit 1.18 and later) runs in ``jit-cdi`` mode by default
 (``mode = "auto"``), as in ``cdi`` mode: it then drops prestart hooks named
@@ -32,6 +33,7 @@ def cdi_checks(root: str, settings: Any) -> list[Finding]:
         check_nvidia_spec(root, settings),
         check_skipped_specs(root, settings),
         check_yaml_loader(settings),
+        check_spec_cache(root, settings),
     ]
 
 
@@ -140,6 +142,25 @@ def check_yaml_loader(settings: Any) -> Finding:
             fix="install PyYAML built with libyaml (Debian: python3-yaml), or write the specs as JSON",
         )
     return Finding(name, ok=True, detail=f"PyYAML {yaml.__version__} with libyaml's CSafeLoader")
+
+
+def check_spec_cache(root: str, settings: Any) -> Finding:
+    """The cache of decoded YAML specs (``[gpu-env.cdi] spec-cache``): off, usable, or not used because its
+    directory is not root's with mode 0700 (then every create decodes its YAML specs again)."""
+    from hook.cdi.speccache import directory_problem
+
+    name, directory = "CDI spec cache", settings.cdi.spec_cache
+    if not directory:
+        return Finding(name, ok=None, detail="off (spec-cache is empty): each create decodes its YAML specs")
+    problem = directory_problem(under(root, directory))
+    if problem is not None:
+        return Finding(
+            name,
+            ok=False if settings.device_mode == "cdi" else None,
+            detail=f"{directory} {problem}: not used, each create decodes its YAML specs",
+            fix=f"remove {directory}: the next create makes it again (root's, mode 0700)",
+        )
+    return Finding(name, ok=True if settings.device_mode == "cdi" else None, detail=f"{directory}")
 
 
 def host_paths(document: dict[str, Any]) -> list[str]:

@@ -75,6 +75,7 @@ KEY_HELP = {
     "gpu-env.cdi": "CDI mode: where specs are and what plain ids mean",
     "gpu-env.cdi.default-kind": "the CDI kind (vendor/class) plain ids and UUIDs name devices of",
     "gpu-env.cdi.spec-dirs": "CDI spec directories; a device in a later one overrides an earlier one",
+    "gpu-env.cdi.spec-cache": "root-only directory of decoded YAML specs: creates skip PyYAML (empty: none)",
 }
 
 

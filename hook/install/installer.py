@@ -16,6 +16,7 @@ node's current config; this module only orders the steps and records what to und
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import stat
 from collections.abc import Callable
@@ -51,6 +52,7 @@ from hook.install.manifest import (
 )
 from hook.install.rootfs import NodeRoot, check_root
 from hook.util import paths
+from hook.util.errors import HookError
 
 if TYPE_CHECKING:
     from hook.pipeline.config import Settings
@@ -122,7 +124,7 @@ def build_plan(options: InstallOptions) -> Plan:
                 f"--config {options.config}: is {kind} config, not gpu-env-hook's config.toml (NVIDIA's "
                 "format); install finds the engine's config itself (containerd: --containerd-config)"
             )
-    settings = configured(node, options)
+    settings = configured(node, options.config)
     options = options._replace(hook_timeout=settings.hook_timeout)
     notes = tree.check_interpreter(options.python, root)
     warning = tree.editable_warning()
@@ -149,13 +151,14 @@ def recorded_options(options: InstallOptions) -> dict[str, Any]:
     return {name: getattr(options, name) for name in RECORDED}
 
 
-def configured(node: NodeRoot, options: InstallOptions) -> Settings:
+def configured(node: NodeRoot, config: str | None) -> Settings:
     """Return the settings of the config.toml the hook will read (``--config``, else the node's system
-    config when there is one): install takes the hooks' timeout and the shim's runtime from it."""
+    config when there is one): install takes the hooks' timeout and the shim's runtime from it, uninstall
+    where the CDI spec cache is."""
     from hook.pipeline.config import parse_config
     from hook.pipeline.configfile import SYSTEM_CONFIG
 
-    path = options.config or SYSTEM_CONFIG
+    path = config or SYSTEM_CONFIG
     data = node.read(path)
     if data is None:
         return parse_config(None)
@@ -175,7 +178,7 @@ def resolve_runtime(
     engines on one node may use different runtimes). A runtime that is the shim itself is refused."""
     root = options.root
     chosen = options.runtime or engine_plan.runtime
-    chosen = chosen or configured(node, options).runtime or retire.resolve_node_runtime(root)
+    chosen = chosen or configured(node, options.config).runtime or retire.resolve_node_runtime(root)
     notes: list[str] = []
     if chosen is None:
         chosen = retire.FALLBACK_RUNTIMES[0]
@@ -425,6 +428,7 @@ def write_uninstall(
         ]
         if not others and manifest.get("tree"):
             lines.append(f"would remove {rooted(root, manifest['tree'])}'s versions and current")
+            lines += remove_spec_caches(NodeRoot(root), manifest, dry_run=True)
         return (
             lines
             + purge_retired(root, proc=proc, dry_run=True)
@@ -439,6 +443,7 @@ def write_uninstall(
     if not others and manifest.get("tree"):
         # The last engine: nothing starts the package any more (a retired wrapper runs no Python).
         lines += tree.remove_tree(node, manifest["tree"])
+        lines += remove_spec_caches(node, manifest, dry_run=False)
     for directory in reversed(manifest["directories"]):
         where = rooted(root, directory)
         # Another engine's install lists it too (an env-file directory, empty but still needed): it stays.
@@ -453,6 +458,34 @@ def write_uninstall(
     if not retired:
         lines += purge_retired(root, proc=proc, dry_run=False)
     return lines + list(AFTER_UNINSTALL[engine]()) + nri_note(manifest)
+
+
+def remove_spec_caches(node: NodeRoot, manifest: dict[str, Any], *, dry_run: bool) -> list[str]:
+    """Remove the decoded-spec caches the stages made (``hook.cdi.speccache``): the default one and the one
+    the node's config names, with their parent under /run when that is left empty."""
+    from hook.cdi import speccache
+
+    directories = [paths.CDI_SPEC_CACHE_DIR]
+    with contextlib.suppress(HookError):  # a config that no longer parses: the default place only
+        directories.append(configured(node, (manifest.get("options") or {}).get("config")).cdi.spec_cache)
+    lines = []
+    for directory in dict.fromkeys(directory for directory in directories if directory):
+        if not node.is_dir(directory):
+            continue
+        where = node.show(directory)
+        if dry_run:
+            lines.append(f"would remove the CDI spec cache {where}")
+            continue
+        with node.parent(directory) as (parent, name):
+            gone = speccache.remove_cache(name, dir_fd=parent)
+        lines.append(
+            f"removed the CDI spec cache {where}"
+            if gone
+            else f"kept directory {where}: it holds files the CDI spec cache did not write"
+        )
+    if not dry_run and node.is_dir(paths.RUN_DIR) and node.rmdir(paths.RUN_DIR):
+        lines.append(f"removed directory {node.show(paths.RUN_DIR)}")
+    return lines
 
 
 def nri_note(manifest: dict[str, Any]) -> list[str]:

@@ -43,6 +43,7 @@ CONFIG_TOML_RULES: dict[str, dict[str, Any]] = {
         "pattern": "^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
     },
     "gpu-env.cdi.spec-dirs": {"items": {"type": "string", "pattern": "^/"}},
+    "gpu-env.cdi.spec-cache": {"pattern": "^(/.*)?$"},
 }
 
 

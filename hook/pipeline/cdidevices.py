@@ -106,7 +106,7 @@ def inject_devices(
     names = cdi_device_names(devices, cdi.default_kind)
     edited = document
     if names:
-        registry = load_registry(cdi.spec_dirs)
+        registry = load_registry(cdi.spec_dirs, cache=cdi.spec_cache)
         if registry.skipped:
             from hook.util.log import warning
 

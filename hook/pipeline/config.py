@@ -15,7 +15,7 @@ from hook.pipeline.configfile import (
     read_toml,
     resolve_node_engine,
 )
-from hook.util import envvars
+from hook.util import envvars, paths
 from hook.util.errors import ConfigError
 from hook.util.safetext import escape
 
@@ -84,7 +84,11 @@ def default_settings(*, suse: bool = False) -> dict[str, Any]:
         },
         "gpu-env": {
             "device-mode": "legacy",
-            "cdi": {"default-kind": DEFAULT_CDI_KIND, "spec-dirs": ["/etc/cdi", "/var/run/cdi"]},
+            "cdi": {
+                "default-kind": DEFAULT_CDI_KIND,
+                "spec-dirs": ["/etc/cdi", "/var/run/cdi"],
+                "spec-cache": paths.CDI_SPEC_CACHE_DIR,
+            },
         },
     }
 
@@ -164,13 +168,15 @@ class EnvFileSettings:
 
 
 class CdiSettings:
-    """The ``[gpu-env.cdi]`` table (ours): the kind plain ids map to, and where CDI specs are read."""
+    """The ``[gpu-env.cdi]`` table (ours): the kind plain ids map to, where CDI specs are read, and where
+    decoded YAML specs are cached ("" for no cache)."""
 
-    __slots__ = ("default_kind", "spec_dirs")
+    __slots__ = ("default_kind", "spec_cache", "spec_dirs")
 
-    def __init__(self, *, default_kind: str, spec_dirs: tuple[str, ...]) -> None:
+    def __init__(self, *, default_kind: str, spec_dirs: tuple[str, ...], spec_cache: str) -> None:
         self.default_kind = default_kind
         self.spec_dirs = spec_dirs
+        self.spec_cache = spec_cache
 
 
 class Settings:
@@ -310,6 +316,7 @@ def build_settings(merged: dict[str, Any], *, source: str | None, engine: str | 
         cdi=CdiSettings(
             default_kind=merged["gpu-env"]["cdi"]["default-kind"],
             spec_dirs=tuple(merged["gpu-env"]["cdi"]["spec-dirs"]),
+            spec_cache=merged["gpu-env"]["cdi"]["spec-cache"],
         ),
     )
     _check_rules(settings, where)
@@ -387,7 +394,8 @@ def _check_rules(settings: Settings, where: str) -> None:
 
 
 def _check_cdi_rules(settings: Settings, where: str) -> None:
-    """``[gpu-env]``: a known device mode, a ``vendor/class`` default kind, absolute spec directories."""
+    """``[gpu-env]``: a known device mode, a ``vendor/class`` default kind, absolute spec directories
+    and cache directory."""
     if settings.device_mode not in DEVICE_MODES:
         raise ConfigError(f"{_PREFIX}{where}: gpu-env.device-mode must be 'legacy' or 'cdi'")
     if settings.cdi.default_kind != DEFAULT_CDI_KIND:  # the default is valid: no import for it
@@ -397,6 +405,8 @@ def _check_cdi_rules(settings: Settings, where: str) -> None:
             raise ConfigError(
                 f"{_PREFIX}{where}: gpu-env.cdi.spec-dirs must hold absolute paths, got {directory!r}"
             )
+    if settings.cdi.spec_cache and not settings.cdi.spec_cache.startswith("/"):
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env.cdi.spec-cache must be an absolute path, or empty")
 
 
 def _check_cdi_kind(kind: str, where: str) -> None:

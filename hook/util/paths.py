@@ -46,6 +46,10 @@ CRIO_DROPIN_NAME = "99-gpu-env-hook.conf"
 
 # What `install` wrote, per engine, so `uninstall` can take exactly that off again.
 STATE_DIR = "/var/lib/gpu-env-hook"
+# Decoded YAML CDI specs (hook.cdi.speccache), the default of [gpu-env.cdi] spec-cache: on the tmpfs /run,
+# so it goes at the node's next boot; uninstall removes it.
+RUN_DIR = "/run/gpu-env-hook"
+CDI_SPEC_CACHE_DIR = RUN_DIR + "/cdi-specs"
 # systemd-tmpfiles recreates the env-file directories at boot (/run is empty after a reboot).
 TMPFILES_CONF = "/etc/tmpfiles.d/gpu-env-hook.conf"
 

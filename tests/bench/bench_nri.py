@@ -82,7 +82,7 @@ class Bench:
             "[env-file]\n"
             f'directories = ["{ENV_DIR}"]\n'
             f"[gpu-env]\n{device_mode}"
-            f'[gpu-env.cdi]\nspec-dirs = ["{work / "cdi"}"]\n'
+            f'[gpu-env.cdi]\nspec-dirs = ["{work / "cdi"}"]\nspec-cache = "{work / "spec-cache"}"\n'
         )
         self.backstop = backstop
 

@@ -51,6 +51,7 @@ class Setup:
             fh.write(
                 '\n[gpu-env]\ndevice-mode = "cdi"\n\n[gpu-env.cdi]\n'
                 f"spec-dirs = {json.dumps([str(self.etc), str(self.run)])}\n"
+                f'spec-cache = "{tmp_path / "spec-cache"}"\n'
             )
         self.root = tmp_path / "runc-root"
         self.ids: list[str] = []

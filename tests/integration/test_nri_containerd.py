@@ -246,7 +246,7 @@ def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) ->
         "[env-file]\n"
         f'directories = ["{ENV_DIR}"]\n'
         f'[gpu-env]\ndevice-mode = "{device_mode}"\n'
-        f'[gpu-env.cdi]\nspec-dirs = ["{tmp_path / "cdi"}"]\n'
+        f'[gpu-env.cdi]\nspec-dirs = ["{tmp_path / "cdi"}"]\nspec-cache = "{tmp_path / "spec-cache"}"\n'
     )
     write_cdi_spec(tmp_path / "cdi")
     ctr = str(BINARIES / "ctr") if (BINARIES / "ctr").exists() else shutil.which("ctr") or "ctr"

@@ -45,6 +45,7 @@ class Node:
         self.config = tmp_path / "config.toml"
         self.config.write_text(
             f'[gpu-env]\ndevice-mode = "cdi"\n\n[gpu-env.cdi]\nspec-dirs = ["{self.etc}", "{self.run}"]\n'
+            f'spec-cache = "{tmp_path / "spec-cache"}"\n'
         )
 
     def invoke(self, *args: str) -> tuple[int, str, str]:

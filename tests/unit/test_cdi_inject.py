@@ -52,6 +52,7 @@ class Node:
         self.config = (
             f'{extra}[env-file]\ndirectories = ["{tmp_path / "nvidia-env"}"]\n\n'
             f'[gpu-env]\ndevice-mode = "cdi"\n\n[gpu-env.cdi]\nspec-dirs = ["{self.etc}"]\n'
+            f'spec-cache = "{tmp_path / "spec-cache"}"\n'
         )
 
     def settings(self) -> Any:

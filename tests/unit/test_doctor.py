@@ -76,6 +76,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "NVIDIA CDI spec",
         "skipped CDI specs",
         "YAML specs",
+        "CDI spec cache",
         "podman",
         "CRI-O",
         "containerd",
@@ -97,6 +98,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         None,
         None,
         True,
+        None,
         True,
         None,
         None,
@@ -112,7 +114,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
     assert [check.ok for check in checks] == oks
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
     assert result.exit_code == 0
-    assert result.stdout.splitlines()[8].split() == [
+    assert result.stdout.splitlines()[9].split() == [
         "✓",
         "podman",
         "hook",
@@ -130,6 +132,12 @@ def break_wrapper(root: Path) -> None:
 def break_env_dir(root: Path) -> None:
     """Make the env directory world-writable."""
     (root / "run" / "nvidia-env").chmod(0o777)
+
+
+def open_spec_cache(root: Path) -> None:
+    """CDI mode, and a spec cache directory others may read (so the stages do not use it)."""
+    put(root, "/etc/nvidia-container-runtime/config.toml", '[gpu-env]\ndevice-mode = "cdi"\n')
+    (root / "run" / "gpu-env-hook" / "cdi-specs").mkdir(parents=True, mode=0o755)
 
 
 def remove_hook_json(root: Path) -> None:
@@ -199,6 +207,13 @@ def remove_cli(root: Path) -> None:
             False,
             "is group- or world-writable (mode 0777)",
             id="env-dir-writable",
+        ),
+        pytest.param(
+            open_spec_cache,
+            "CDI spec cache",
+            False,
+            f"{paths.CDI_SPEC_CACHE_DIR} must have mode 0700, has 0755: not used, each create decodes its YAML specs",
+            id="spec-cache-not-private",
         ),
         pytest.param(
             remove_hook_json,
@@ -284,7 +299,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 19
+    assert len(checks) == 20
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:

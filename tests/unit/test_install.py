@@ -460,6 +460,26 @@ def test_dry_run_writes_nothing(node: Path) -> None:
     assert '            "gpu-env": {' in lines
 
 
+def test_uninstall_removes_the_cdi_spec_cache(node: Path, install: Install) -> None:
+    """The last uninstall removes the decoded-spec caches the stages made: the default one under /run and
+    the one the config names (their entries only: a file of another shape keeps its directory)."""
+    config = node / "etc/gpu-env.toml"
+    config.write_text('[gpu-env.cdi]\nspec-cache = "/var/cache/gpu-env-cdi"\n')
+    install("docker", config="/etc/gpu-env.toml")
+    default, moved = Path(rooted(str(node), paths.CDI_SPEC_CACHE_DIR)), node / "var/cache/gpu-env-cdi"
+    for cache in (default, moved):
+        cache.mkdir(mode=0o700, parents=True)
+        (cache / "%2Fetc%2Fcdi%2Fnvidia.yaml.json").write_text("{}")
+    (moved / "notes.txt").write_text("not the cache's")
+    lines = write_uninstall("docker", str(node), dry_run=True)
+    assert f"would remove the CDI spec cache {default}" in lines
+    lines = write_uninstall("docker", str(node))
+    assert f"removed the CDI spec cache {default}" in lines
+    assert f"removed directory {node}{paths.RUN_DIR}" in lines
+    assert not default.parent.exists()
+    assert sorted(path.name for path in moved.iterdir()) == ["notes.txt"]
+
+
 def test_uninstall_dry_run_changes_nothing(node: Path, install: Install) -> None:
     """uninstall --dry-run says what it would do and does none of it."""
     install("crio")

@@ -354,7 +354,7 @@ ALLOC = "0123456789abcdef"
 def cdi_context(tmp_path: Path, version: str) -> Context:
     """CDI mode, specs from tmp/cdi, on containerd ``version``."""
     specs = write_cdi_specs(tmp_path)
-    toml = f'[gpu-env]\ndevice-mode = "cdi"\n[gpu-env.cdi]\nspec-dirs = ["{specs}"]\n'
+    toml = f'[gpu-env]\ndevice-mode = "cdi"\n[gpu-env.cdi]\nspec-dirs = ["{specs}"]\nspec-cache = "{tmp_path / "spec-cache"}"\n'
     return make_context(tmp_path, toml, runtime=("containerd", version))
 
 
