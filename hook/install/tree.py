@@ -44,6 +44,7 @@ from hook.install.common import InstallError
 from hook.install.rootfs import NodeRoot, could_not
 from hook.launcher import CURRENT, LIB
 from hook.util import atomicwrite, paths
+from hook.util.safetext import os_reason
 
 TREE_MARK = ".gpu-env-hook-tree"
 # What versions of earlier releases held beside the package: removed from every version install keeps.
@@ -322,8 +323,10 @@ def check_interpreter(python: str, root: str) -> list[str]:
             timeout=60,
             check=False,
         )
-    except (OSError, subprocess.SubprocessError) as err:
-        raise InstallError(f"--python {python}: cannot run it: {err}") from None
+    except OSError as err:
+        raise InstallError(f"--python {python}: cannot run it: {os_reason(err, go=True)}") from None
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"--python {python}: cannot run it: no answer within 60 seconds") from None
     major, _, minor = proc.stdout.partition(".")
     if (
         proc.returncode != 0

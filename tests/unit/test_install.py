@@ -540,6 +540,17 @@ def test_install_refuses_a_missing_interpreter_on_this_node() -> None:
         write_install(options, dry_run=True)
 
 
+def test_install_refuses_an_interpreter_that_cannot_run(tmp_path: Path) -> None:
+    """An executable file the kernel cannot run is one line with the system's reason (no errno, no repr)."""
+    python = tmp_path / "python3"
+    python.write_bytes(b"\x00not a program\n")
+    python.chmod(0o755)
+    options = InstallOptions(engine="podman", python=str(python), root="/")
+    with pytest.raises(InstallError) as caught:
+        write_install(options, dry_run=True)
+    assert str(caught.value) == f"--python {python}: cannot run it: exec format error"
+
+
 def test_install_warns_about_an_interpreter_not_yet_under_root(node: Path) -> None:
     """Under another root (image build, DaemonSet) a missing interpreter is a warning, not a refusal."""
     lines = write_install(InstallOptions(engine="podman", python="/opt/py/bin/python3", root=str(node)))
