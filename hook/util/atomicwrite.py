@@ -4,7 +4,8 @@ writer left behind.
 config.json (the hook, the shim, precreate), env files (the producer), CDI specs and install's files
 beneath ``--root`` are all replaced the same way: a temp file beside the target, locked while it lives,
 fsync'd, renamed over the target, then the directory fsync'd (config.json without the two fsyncs: see
-``hook.pipeline.bundle.write_spec``). Kept apart from ``hook.pipeline.bundle`` so that reading a spec
+``hook.pipeline.bundle.write_spec``); install's ``current`` link is replaced by a temp link of the same
+name shape (``symlink_atomic``). Kept apart from ``hook.pipeline.bundle`` so that reading a spec
 (every container) does not load the writing code (only a container whose spec is rewritten does).
 """
 
