@@ -6,8 +6,6 @@ path returns its status as a ``Done`` (``hook.launcher``): it registered no exit
 thread, so a launched process ends at once; the commands for people and error reports end as Python ends.
 """
 
-from __future__ import annotations
-
 import posix
 import sys
 
@@ -121,7 +119,7 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
     return flags, argv[index:]
 
 
-def build_options(flags: dict[str, str | bool]) -> Options:
+def build_options(flags: dict[str, str | bool]) -> "Options":
     """Turn parsed flags into stage options."""
     from hook.stages.prestart import Options
 

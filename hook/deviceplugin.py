@@ -8,8 +8,6 @@ It sits above both sides it joins -- ``hook.producer.envfile`` (which implements
 it, so the hook's hot path never loads the producer.
 """
 
-from __future__ import annotations
-
 from hook.producer.envfile import (
     CheckStep,
     EnvFileReport,

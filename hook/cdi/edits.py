@@ -18,8 +18,6 @@ Nothing is edited in place: the caller gets a new document, and the old one is u
 fails (a host device missing, a type mismatch).
 """
 
-from __future__ import annotations
-
 import os
 
 from hook.cdi.names import quote
@@ -37,7 +35,7 @@ if TYPE_CHECKING:
 EDIT_KEYS = ("env", "deviceNodes", "netDevices", "hooks", "mounts", "additionalGids")
 
 
-def merge_edits(edits: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_edits(edits: "list[dict[str, Any]]") -> "dict[str, Any]":
     """Concatenate edits in order (``ContainerEdits.Append``): lists joined, the last ``intelRdt`` kept."""
     merged: dict[str, Any] = {key: [] for key in EDIT_KEYS}
     for edit in edits:
@@ -48,7 +46,7 @@ def merge_edits(edits: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def host_device_info(path: str) -> DeviceInfo:
+def host_device_info(path: str) -> "DeviceInfo":
     """Return ``(type, major, minor, mode)`` of a host device node (lstat: a symlink is not a device)."""
     import stat
 
@@ -68,7 +66,7 @@ def host_device_info(path: str) -> DeviceInfo:
     return kind, os.major(info.st_rdev), os.minor(info.st_rdev), stat.S_IMODE(mode)
 
 
-def fill_device_node(node: dict[str, Any], stat: Stat = host_device_info) -> dict[str, Any]:
+def fill_device_node(node: "dict[str, Any]", stat: "Stat" = host_device_info) -> "dict[str, Any]":
     """Return the node with type, major, minor and file mode filled from the host (``fillMissingInfo``)."""
     filled = dict(node)
     kind = str(filled.get("type", ""))
@@ -96,8 +94,8 @@ def fill_device_node(node: dict[str, Any], stat: Stat = host_device_info) -> dic
 
 
 def apply_edits(
-    document: dict[str, Any], edits: list[dict[str, Any]], *, stat: Stat = host_device_info
-) -> dict[str, Any]:
+    document: "dict[str, Any]", edits: "list[dict[str, Any]]", *, stat: "Stat" = host_device_info
+) -> "dict[str, Any]":
     """Return a copy of config.json with ``edits`` (in order) applied, as the reference applies them."""
     merged = merge_edits(edits)
     spec: dict[str, Any] = _copy(document)
@@ -127,7 +125,7 @@ def apply_edits(
     return spec
 
 
-def _apply_env(process: dict[str, Any], entries: list[str]) -> None:
+def _apply_env(process: "dict[str, Any]", entries: list[str]) -> None:
     """Replace a variable where it stands (its last occurrence), else append it."""
     env = _array(process, "env", "process")
     index = {entry.partition("=")[0]: position for position, entry in enumerate(env)}
@@ -140,7 +138,7 @@ def _apply_env(process: dict[str, Any], entries: list[str]) -> None:
             index[name] = len(env) - 1
 
 
-def _apply_device_node(spec: dict[str, Any], node: dict[str, Any]) -> None:
+def _apply_device_node(spec: "dict[str, Any]", node: "dict[str, Any]") -> None:
     """Add the device (replacing one at its path) and, for b/c, the cgroup allow rule."""
     device: dict[str, Any] = {
         "path": node["path"],
@@ -179,7 +177,7 @@ def _apply_device_node(spec: dict[str, Any], node: dict[str, Any]) -> None:
         _array(_object(linux, "resources"), "devices", "linux.resources").append(rule)
 
 
-def _apply_mounts(spec: dict[str, Any], mounts: list[dict[str, Any]]) -> None:
+def _apply_mounts(spec: "dict[str, Any]", mounts: "list[dict[str, Any]]") -> None:
     """Add each mount (replacing the first at its container path), then sort them all by depth."""
     from hook.util.paths import go_clean
 
@@ -218,7 +216,7 @@ def _with_idmap(options: list[str], kind: str) -> list[str]:
     return [*options, option] if option else options
 
 
-def _has_user_namespace(spec: dict[str, Any]) -> bool:
+def _has_user_namespace(spec: "dict[str, Any]") -> bool:
     linux = spec.get("linux")
     namespaces = linux.get("namespaces") if isinstance(linux, dict) else None
     return isinstance(namespaces, list) and any(
@@ -226,7 +224,7 @@ def _has_user_namespace(spec: dict[str, Any]) -> bool:
     )
 
 
-def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
+def _object(parent: "dict[str, Any]", key: str) -> "dict[str, Any]":
     """Return ``parent[key]`` as an object, creating it when absent; a non-object is a spec error."""
     value = parent.get(key)
     if value is None:
@@ -236,7 +234,7 @@ def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
-def _array(parent: dict[str, Any], key: str, where: str) -> list[Any]:
+def _array(parent: "dict[str, Any]", key: str, where: str) -> "list[Any]":
     """Return ``parent[key]`` as an array, creating it when absent; a non-array is a spec error."""
     value = parent.get(key)
     if value is None:
@@ -246,7 +244,7 @@ def _array(parent: dict[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: "Any") -> "Any":
     """Deep-copy a decoded JSON value (dicts and lists; scalars are immutable)."""
     if isinstance(value, dict):
         return {key: _copy(item) for key, item in value.items()}

@@ -5,8 +5,6 @@ CDI engine. Messages follow container-device-interface's ``pkg/parser`` word for
 quoted by ``quote`` (bounded, no control characters).
 """
 
-from __future__ import annotations
-
 from hook.util.errors import CdiError
 from hook.util.safetext import escape
 

@@ -11,8 +11,6 @@ directory: a spec's edits and hooks run as root) is recorded and skipped: the ot
 resolve, and a request for a device no valid spec defines is refused naming the skipped files.
 """
 
-from __future__ import annotations
-
 import os
 
 from hook.cdi.names import quote

@@ -8,8 +8,6 @@ device. A spec is kept as the decoded document (a raw dict, as config.json is), 
 dropped, so the edits are applied from exactly what the file says.
 """
 
-from __future__ import annotations
-
 import os
 
 from hook.cdi.names import (
@@ -110,8 +108,8 @@ class Spec:
         kind: str,
         vendor: str,
         klass: str,
-        document: dict[str, Any],
-        devices: dict[str, dict[str, Any]],
+        document: "dict[str, Any]",
+        devices: "dict[str, dict[str, Any]]",
     ) -> None:
         self.path = path
         self.priority = priority
@@ -360,7 +358,7 @@ def build_spec(document: object, *, path: str, priority: int) -> Spec:
     )
 
 
-def device_error(device: dict[str, Any]) -> str | None:
+def device_error(device: "dict[str, Any]") -> str | None:
     """Say why a device entry is invalid: its name, empty edits, or invalid edits."""
     name = str(device.get("name", ""))
     problem = device_name_error(name)
@@ -375,7 +373,7 @@ def device_error(device: dict[str, Any]) -> str | None:
     return None if problem is None else f"invalid device {quote(name)}: {problem}"
 
 
-def edits_error(edits: dict[str, Any] | None) -> str | None:
+def edits_error(edits: "dict[str, Any] | None") -> str | None:
     """Say why container edits are invalid (env, device nodes, hooks, mounts, Intel RDT, net devices)."""
     if not edits:
         return None
@@ -403,7 +401,7 @@ def edits_error(edits: dict[str, Any] | None) -> str | None:
     return _net_devices_error(edits.get("netDevices", []))
 
 
-def _node_error(node: dict[str, Any]) -> str | None:
+def _node_error(node: "dict[str, Any]") -> str | None:
     path = str(node.get("path", ""))
     if not path:
         return "invalid (empty) device path"
@@ -419,7 +417,7 @@ def _node_error(node: dict[str, Any]) -> str | None:
     return None
 
 
-def _hook_error(hook: dict[str, Any]) -> str | None:
+def _hook_error(hook: "dict[str, Any]") -> str | None:
     name = str(hook.get("hookName", ""))
     if name not in HOOK_STAGES:
         return f"invalid hook name {quote(name)}"
@@ -433,7 +431,7 @@ def _hook_error(hook: dict[str, Any]) -> str | None:
     return None
 
 
-def _net_devices_error(devices: list[dict[str, Any]]) -> str | None:
+def _net_devices_error(devices: "list[dict[str, Any]]") -> str | None:
     hosts: dict[str, str] = {}
     names: dict[str, str] = {}
     for device in devices:

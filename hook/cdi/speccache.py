@@ -18,8 +18,6 @@ goes at the node's next boot); ``""`` turns the cache off. Entries are written b
 beneath the checked directory's descriptor. A cache failure never fails a create: the spec is decoded.
 """
 
-from __future__ import annotations
-
 import posix
 
 from hook import __version__
@@ -50,7 +48,7 @@ def entry_name(path: str) -> str | None:
     return name if path.startswith("/") and len(name) <= MAX_NAME else None
 
 
-def lookup(directory: str, path: str, key: list[int]) -> dict[str, Any] | None:
+def lookup(directory: str, path: str, key: list[int]) -> "dict[str, Any] | None":
     """The document cached for ``path`` with identity ``key``, or None (no entry, or any doubt about it)."""
     name = entry_name(path)
     if not directory or name is None or posix.geteuid() != 0:
@@ -77,7 +75,7 @@ def lookup(directory: str, path: str, key: list[int]) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def store(directory: str, path: str, key: list[int], document: dict[str, Any], *, read_at_ns: int) -> None:
+def store(directory: str, path: str, key: list[int], document: "dict[str, Any]", *, read_at_ns: int) -> None:
     """Write the entry for ``path`` (a spec read at ``read_at_ns`` with identity ``key`` that decoded to
     ``document`` and passed validation); nothing when the cache is off or unusable, or the spec is new."""
     name = entry_name(path)

@@ -5,8 +5,6 @@ The rules are container-device-interface's ``specs-go/version.go``: a spec is va
 need (``minimum_version``). Versions 0.1.0 and 0.2.0 are known, but every spec needs at least 0.3.0.
 """
 
-from __future__ import annotations
-
 # Newest first, as the reference orders them.
 KNOWN_VERSIONS = ("1.1.0", "1.0.0", "0.8.0", "0.7.0", "0.6.0", "0.5.0", "0.4.0", "0.3.0", "0.2.0", "0.1.0")
 CURRENT_VERSION = KNOWN_VERSIONS[0]

@@ -4,8 +4,6 @@ Registered on the app by ``register(app)``; each command calls the functions the
 call, so what they print is what happens. ``describe_cdi`` is what ``resolve`` shows in CDI mode.
 """
 
-from __future__ import annotations
-
 import os
 from typing import Annotated, Any
 

@@ -10,8 +10,6 @@ every host path it names — device nodes, driver libraries, hook binaries — s
 renames the versioned libraries and leaves an old spec pointing at files that are gone.
 """
 
-from __future__ import annotations
-
 import os
 
 from hook.install.coexist import Finding, under
@@ -25,7 +23,7 @@ NVIDIA_KIND = "nvidia.com/gpu"
 REGENERATE = "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml (or enable nvidia-cdi-refresh)"
 
 
-def cdi_checks(root: str, settings: Any) -> list[Finding]:
+def cdi_checks(root: str, settings: "Any") -> list[Finding]:
     """The CDI lines of doctor's report, in order."""
     runtime = nvidia_runtime_installed(root)
     return [
@@ -47,7 +45,7 @@ def nvidia_runtime_installed(root: str) -> bool:
     )
 
 
-def check_nvidia_runtime_mode(settings: Any, *, runtime_installed: bool = True) -> Finding:
+def check_nvidia_runtime_mode(settings: "Any", *, runtime_installed: bool = True) -> Finding:
     """NVIDIA's ``[nvidia-container-runtime] mode`` and whether our ``[gpu-env] device-mode`` fits it (a
     mismatch fails only where NVIDIA's runtime is installed: elsewhere its mode acts on nothing)."""
     mode, ours = settings.mode, settings.device_mode
@@ -69,7 +67,7 @@ def check_nvidia_runtime_mode(settings: Any, *, runtime_installed: bool = True) 
     return Finding("device mode", ok=True if ours == "cdi" or mode == "legacy" else None, detail=detail)
 
 
-def check_nvidia_spec(root: str, settings: Any) -> Finding:
+def check_nvidia_spec(root: str, settings: "Any") -> Finding:
     """NVIDIA's spec (kind ``nvidia.com/gpu``) in the spec directories: present, valid, current."""
     from hook.cdi.registry import load_registry
 
@@ -101,7 +99,7 @@ def check_nvidia_spec(root: str, settings: Any) -> Finding:
     return Finding(name, ok=True, detail=detail)
 
 
-def check_skipped_specs(root: str, settings: Any) -> Finding:
+def check_skipped_specs(root: str, settings: "Any") -> Finding:
     """Spec files (or directories) the shim skips: unreadable, undecodable, invalid or untrusted (not root's,
     or group/world-writable: a spec's hooks run as root)."""
     from hook.cdi.registry import load_registry
@@ -119,7 +117,7 @@ def check_skipped_specs(root: str, settings: Any) -> Finding:
     )
 
 
-def check_yaml_loader(settings: Any) -> Finding:
+def check_yaml_loader(settings: "Any") -> Finding:
     """PyYAML with libyaml's ``CSafeLoader``: without it every YAML spec is parsed in pure Python on every
     create (several times slower; the verdicts are the same), and without PyYAML YAML specs are refused."""
     name = "YAML specs"
@@ -144,7 +142,7 @@ def check_yaml_loader(settings: Any) -> Finding:
     return Finding(name, ok=True, detail=f"PyYAML {yaml.__version__} with libyaml's CSafeLoader")
 
 
-def check_spec_cache(root: str, settings: Any) -> Finding:
+def check_spec_cache(root: str, settings: "Any") -> Finding:
     """The cache of decoded YAML specs (``[gpu-env.cdi] spec-cache``): off, usable, or not used because its
     directory is not root's with mode 0700 (then every create decodes its YAML specs again)."""
     from hook.cdi.speccache import directory_problem
@@ -163,7 +161,7 @@ def check_spec_cache(root: str, settings: Any) -> Finding:
     return Finding(name, ok=True if settings.device_mode == "cdi" else None, detail=f"{directory}")
 
 
-def host_paths(document: dict[str, Any]) -> list[str]:
+def host_paths(document: "dict[str, Any]") -> list[str]:
     """Every host path a spec names: device nodes, mount sources, hook executables (in file order)."""
     edits = [document.get("containerEdits") or {}]
     edits += [device.get("containerEdits") or {} for device in document.get("devices", [])]

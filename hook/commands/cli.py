@@ -4,8 +4,6 @@ Imported only when ``__main__`` sees one of these command words, so typer and js
 path. Every command prints a one-line error on stderr and exits 1 on failure, 2 on a usage error.
 """
 
-from __future__ import annotations
-
 import functools
 import io
 import json

@@ -7,8 +7,6 @@ arguments, options with their placeholders and defaults, sub-commands each with 
 sentence, and the global flags every command for people also accepts after its name.
 """
 
-from __future__ import annotations
-
 import os
 import shutil
 import textwrap

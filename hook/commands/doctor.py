@@ -6,8 +6,6 @@ directory owned by root and not group- or world-writable (nor are its parents); 
 isolated (``-I``). Paths come from ``hook.util.paths``.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import re

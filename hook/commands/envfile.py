@@ -9,8 +9,6 @@ very functions the typer commands in ``hook.commands.cli`` run (``write_command`
 (returns None), so help and usage errors stay typer's own, defined once in ``hook.commands.cli``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -121,7 +119,7 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
     return code
 
 
-def load_settings(config: str | None, engine: str | None = None) -> Settings:
+def load_settings(config: str | None, engine: str | None = None) -> "Settings":
     """Find, read and parse config.toml the way the installed hook does (``config``: the ``-config`` flag),
     with its pod-binding engine (``engine``: the ``--engine`` option; else as hook.pipeline.configfile finds
     it)."""
@@ -196,7 +194,7 @@ def check_command(
     return format_steps(report.steps, colour=colour), report.ok
 
 
-def format_steps(steps: list[CheckStep], *, colour: bool) -> str:
+def format_steps(steps: "list[CheckStep]", *, colour: bool) -> str:
     """One aligned line per check: its mark, its name, what was found."""
     return columns([(mark(step.ok, colour=colour), step.name, step.detail) for step in steps])
 

@@ -22,8 +22,6 @@ condition in ``when``, ``always: false``, ``hasBindMounts: false``, no stage), a
 executable, keys podman ignores or reads under another spelling, the legacy format.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import stat

@@ -10,8 +10,6 @@
 The names below are the package's public interface (tests, ``hook.commands.cli``, the benchmarks).
 """
 
-from __future__ import annotations
-
 from hook.install.commands import register
 from hook.install.common import (
     CONFIG_MODE,

@@ -14,8 +14,6 @@ check, ``install`` prints the ones that concern what it just installed as warnin
 Every path is read under ``root`` (the node's ``/`` as seen from here); processes from ``<root>/proc``.
 """
 
-from __future__ import annotations
-
 import json
 import os
 from typing import Any, NamedTuple

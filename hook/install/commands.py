@@ -1,7 +1,5 @@
 """The ``install`` and ``uninstall`` commands: typer options in, the installer's report out."""
 
-from __future__ import annotations
-
 import enum
 import os
 import sys

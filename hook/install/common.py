@@ -6,8 +6,6 @@ own paths. Templates are package data (``hook/templates``); every JSON written i
 ``hook.install.schema`` before it is written.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import re

@@ -30,8 +30,6 @@ k3s and RKE2 generate ``config.toml`` from ``config.toml.tmpl`` at every start; 
 handler when there is none), reading the generated ``config.toml`` beside it for the base runtime.
 """
 
-from __future__ import annotations
-
 import copy
 import fnmatch
 import glob

@@ -12,8 +12,6 @@ carries ``GPU_ENV_HOOK_ENGINE=crio``. The runtime the shim then execs is the def
 (crun on many distributions), which ``plan`` returns for the runtime wrapper.
 """
 
-from __future__ import annotations
-
 import copy
 import os
 from typing import Any, NamedTuple

@@ -1,7 +1,5 @@
 """Docker: our ``runtimes`` entry merged into daemon.json, every other key kept; uninstall takes it out."""
 
-from __future__ import annotations
-
 import json
 import os
 import stat

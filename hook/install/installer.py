@@ -13,8 +13,6 @@ The engine modules (``podman``, ``crio``, ``containerd``, ``docker``) each build
 node's current config; this module only orders the steps and records what to undo.
 """
 
-from __future__ import annotations
-
 import base64
 import contextlib
 import os
@@ -151,7 +149,7 @@ def recorded_options(options: InstallOptions) -> dict[str, Any]:
     return {name: getattr(options, name) for name in RECORDED}
 
 
-def configured(node: NodeRoot, config: str | None) -> Settings:
+def configured(node: NodeRoot, config: str | None) -> "Settings":
     """Return the settings of the config.toml the hook will read (``--config``, else the node's system
     config when there is one): install takes the hooks' timeout and the shim's runtime from it, uninstall
     where the CDI spec cache is."""

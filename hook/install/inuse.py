@@ -15,8 +15,6 @@ DaemonSet) unless ``--proc`` says where it is. A root with no live ``/proc`` (an
 runs no container: nothing uses the wrapper there.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import stat

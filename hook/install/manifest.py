@@ -5,8 +5,6 @@ the directories install created. A file another engine's manifest also lists kee
 first, so whichever uninstall comes last restores it.
 """
 
-from __future__ import annotations
-
 import base64
 import hashlib
 import json

@@ -18,8 +18,6 @@ The backstop (``gpu-env-hook nri-backstop``) stays manual: containerd takes it o
 the node wrote, which install never rewrites.
 """
 
-from __future__ import annotations
-
 import os
 import re
 import subprocess

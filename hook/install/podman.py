@@ -1,7 +1,5 @@
 """podman (and CRI-O's hooks): the oci-hooks.d JSON that runs the hook wrapper for every container."""
 
-from __future__ import annotations
-
 import os
 from typing import Any
 

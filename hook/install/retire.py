@@ -10,8 +10,6 @@ install stays recorded), and every later ``uninstall`` (``uninstall --purge`` al
 the directories install created for it, once no container uses it. An ``install`` over it takes it back.
 """
 
-from __future__ import annotations
-
 import os
 import shlex
 from typing import Any

@@ -6,8 +6,6 @@ install says, before its report, each option it kept and each it changed, so a f
 removes a hook.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from hook.install.common import InstallOptions

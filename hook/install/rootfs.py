@@ -16,8 +16,6 @@ every operation keeps the parent directory's descriptor it resolved, so a link s
 cannot redirect a write.
 """
 
-from __future__ import annotations
-
 import contextlib
 import errno
 import os

@@ -8,8 +8,6 @@ generated from ``default_settings()`` (plus the value rules ``parse_config`` app
 what the hook reads; the shipped ``schemas/config-toml.json`` is that generated schema, kept equal by a test.
 """
 
-from __future__ import annotations
-
 import json
 import re
 from importlib import resources

@@ -7,8 +7,6 @@ tomllib: what it returns always parses to exactly the tables it was given. No ne
 keep comments of a file it re-emits, but install never re-emits a file, it only appends whole tables.
 """
 
-from __future__ import annotations
-
 import json
 import math
 import re

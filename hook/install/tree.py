@@ -30,8 +30,6 @@ default; without it such a spec cannot be read). Its optional C extension is cop
 it matches the node's interpreter (PyYAML falls back to its pure-Python loader otherwise).
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import os

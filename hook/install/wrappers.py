@@ -17,8 +17,6 @@ with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.la
   runc gives a hook with an ``env``; and the OCI ``timeout``.
 """
 
-from __future__ import annotations
-
 import os
 import shlex
 from typing import Any

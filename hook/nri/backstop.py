@@ -8,8 +8,6 @@ runtime never starts it. Any other container passes at the cost of reading confi
 variable's name in its bytes, it is not even decoded.
 """
 
-from __future__ import annotations
-
 from hook.util.errors import EnvFileError
 
 TYPE_CHECKING = False
@@ -29,7 +27,7 @@ def backstop_entry(executable: str, config_path: str | None, lib: str) -> dict[s
     return {**entry, "args": [*args[:-1], "nri-backstop"]}
 
 
-def run_backstop(stdin: BinaryIO, environ: dict[str, str] | os._Environ[str], config: str | None) -> int:
+def run_backstop(stdin: "BinaryIO", environ: "dict[str, str] | os._Environ[str]", config: str | None) -> int:
     """Refuse a container that names an env file the NRI plugin did not handle; 0 for any other."""
     from hook.pipeline.bundle import check_spec, parse_env, parse_spec, process_env, spec_path
     from hook.pipeline.configfile import find_config_path, load_config_text

@@ -20,8 +20,6 @@ A refusal raises a HookError whose one line the plugin returns as the request's 
 the creation with it.
 """
 
-from __future__ import annotations
-
 from hook.nri import nri_pb2
 from hook.util import envvars
 from hook.util.errors import CdiError
@@ -46,7 +44,7 @@ class Context:
     def __init__(
         self,
         *,
-        settings: Settings,
+        settings: "Settings",
         config_text: str | None,
         hook: dict[str, object],
         runtime_name: str = "",
@@ -89,7 +87,7 @@ def hook_entries(hooks: nri_pb2.Hooks) -> dict[str, object]:
     """The container's prestart and createRuntime hooks as a spec's ``hooks`` (what hook.pipeline.handoff
     reads), without our backstop (``nri-backstop``: not a GPU hook)."""
 
-    def entries(stage: Iterable[nri_pb2.Hook]) -> list[dict[str, object]]:
+    def entries(stage: "Iterable[nri_pb2.Hook]") -> list[dict[str, object]]:
         return [
             {"path": hook.path, "args": list(hook.args)} for hook in stage if BACKSTOP not in hook.args[-1:]
         ]
@@ -165,10 +163,10 @@ def _cdi_devices(
     adjust: nri_pb2.ContainerAdjustment,
     container: nri_pb2.Container,
     env: dict[str, str],
-    env_file: EnvFile,
+    env_file: "EnvFile",
     *,
     identity: dict[str, str],
-    settings: Settings,
+    settings: "Settings",
     context: Context,
 ) -> dict[str, str]:
     """CDI mode: the devices the merged environment asks for (the hook's privilege gate; a container is never

@@ -1,7 +1,5 @@
 """``gpu-env-hook nri [SOCKET]``: load the configuration once, build our hook's entry, serve the runtime."""
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -31,7 +29,7 @@ def run_nri(args: list[str], *, config: str | None) -> int:
         return 0
 
 
-def build_context(config: str | None) -> Context:
+def build_context(config: str | None) -> "Context":
     """The plugin's settings (config.toml read once, ``pod-binding-engine`` containerd) and our hook entry."""
     from hook.nri.decide import ENGINE, Context
     from hook.pipeline.config import parse_config

@@ -12,8 +12,6 @@ Requests are answered in the order they arrive (NRI calls a plugin for one event
 is logged with its time on stderr when it took longer than the 500 ms budget.
 """
 
-from __future__ import annotations
-
 import socket
 import struct
 import sys
@@ -77,7 +75,7 @@ def _not_root(path: str, uid: int) -> Exception:
 class Session:
     """One connection to the runtime: register, then answer requests until it ends."""
 
-    def __init__(self, link: wire.Link, context: Context, log: Callable[[str], None]) -> None:
+    def __init__(self, link: wire.Link, context: "Context", log: "Callable[[str], None]") -> None:
         self.link = link
         self.context = context
         self.log = log
@@ -174,7 +172,7 @@ def _error(code: int, line: str) -> ttrpc_pb2.Response:
     return ttrpc_pb2.Response(status=ttrpc_pb2.Status(code=code, message=line))
 
 
-def run(path: str, context: Context, *, log: Callable[[str], None] | None = None) -> int:
+def run(path: str, context: "Context", *, log: "Callable[[str], None] | None" = None) -> int:
     """Serve the runtime on ``path``, reconnecting with backoff, until stopped."""
     from google.protobuf.message import DecodeError
 

@@ -20,8 +20,6 @@ The protobuf messages (``ttrpc_pb2``, ``nri_pb2``) are generated code; this modu
 bytes. It never blocks forever on its own: the socket's timeout is the caller's.
 """
 
-from __future__ import annotations
-
 import socket
 import struct
 

@@ -1,8 +1,6 @@
 """A bundle's config.json: loaded as a raw dict (unknown fields survive), checked, and written back
 (atomically, through ``hook.util.atomicwrite``)."""
 
-from __future__ import annotations
-
 from hook.util import paths
 from hook.util.errors import SpecError, os_error
 from hook.util.safetext import decode_error_reason, json_kind, os_reason

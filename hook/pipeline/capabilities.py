@@ -1,7 +1,5 @@
 """NVIDIA_DRIVER_CAPABILITIES: which driver capabilities a GPU container gets (section 10.1)."""
 
-from __future__ import annotations
-
 from hook.pipeline.devices import split_tokens
 from hook.util import envvars
 from hook.util.errors import RequestError

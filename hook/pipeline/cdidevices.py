@@ -15,8 +15,6 @@ container's own environment), and the pod named in its spec's file name must be 
 ``hook.pipeline.pod`` as an env file's pin is (podman, Docker and ``none`` record no pod: refused there).
 """
 
-from __future__ import annotations
-
 from hook.cdi.names import is_qualified_name, quote
 from hook.util import envvars
 from hook.util.errors import CdiError, CdiUnresolvableError
@@ -63,7 +61,7 @@ def alloc_file_pins(file_name: str) -> tuple[str, dict[str, str]] | None:
 
 
 def alloc_binding_problem(
-    registry: Registry, name: str, annotations: dict[str, str], engine: str
+    registry: "Registry", name: str, annotations: dict[str, str], engine: str
 ) -> str | None:
     """Say why the allocation device ``name`` may not go to this container (None when it may, or when no
     spec defines it: that is refused as unresolvable): its spec is not named for a pod, or for another."""
@@ -92,9 +90,9 @@ def cdi_device_names(devices: list[str], default_kind: str) -> list[str]:
 def inject_devices(
     document: dict[str, object],
     devices: list[str],
-    cdi: CdiSettings,
+    cdi: "CdiSettings",
     *,
-    check_alloc: Callable[[Registry, str], None] | None = None,
+    check_alloc: "Callable[[Registry, str], None] | None" = None,
 ) -> dict[str, object]:
     """Return config.json with the CDI edits of ``devices`` applied and NVIDIA_VISIBLE_DEVICES set to void.
 
@@ -133,7 +131,7 @@ def was_injected(document: dict[str, object]) -> bool:
 
 
 def inject_requested(
-    document: dict[str, object], devices: list[str], settings: Settings, env_file: EnvFile | None
+    document: dict[str, object], devices: list[str], settings: "Settings", env_file: "EnvFile | None"
 ) -> dict[str, object]:
     """``inject_devices`` for a container's request; an unknown device the env file asked for is refused
     naming the file, never the device (the file's content is not shown). An allocation device is accepted
@@ -143,7 +141,7 @@ def inject_requested(
     selecting = (*settings.swarm_resource, envvars.NVIDIA_VISIBLE_DEVICES)
     from_file = env_file is not None and any(name in env_file.values for name in selecting)
 
-    def check_alloc(registry: Registry, name: str) -> None:
+    def check_alloc(registry: "Registry", name: str) -> None:
         if env_file is None or not env_file.pinned or not from_file:
             raise CdiError(
                 f"CDI allocation {quote(name, 128)} may be requested only by its pod's pinned env file, "
@@ -168,7 +166,7 @@ def inject_requested(
 
 
 def resolve_cdi_spec(
-    document: dict[str, object], settings: Settings, env_file: EnvFile | None
+    document: dict[str, object], settings: "Settings", env_file: "EnvFile | None"
 ) -> dict[str, object] | None:
     """Decide a checked config.json whose env file is merged: the edited spec, or None for no GPU request.
 

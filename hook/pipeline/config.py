@@ -5,8 +5,6 @@ The file is NVIDIA's own ``config.toml``: every key the upstream hook reads keep
 type check; our settings live in tables upstream ignores (``[env-file]``). Unknown keys are ignored.
 """
 
-from __future__ import annotations
-
 from hook.pipeline.configfile import (
     CONFIG_ERROR_PREFIX,
     DEFAULT_RUNTIMES,
@@ -39,7 +37,7 @@ DEFAULT_CDI_KIND = "nvidia.com/gpu"
 _PREFIX = CONFIG_ERROR_PREFIX
 
 
-def default_settings(*, suse: bool = False) -> dict[str, Any]:
+def default_settings(*, suse: bool = False) -> "dict[str, Any]":
     """Return every key we read with its default, shaped like the TOML file (the one source of defaults)."""
     return {
         "disable-require": False,
@@ -267,7 +265,7 @@ def parse_config(
     return build_settings(merged, source=source, engine=engine)
 
 
-def build_settings(merged: dict[str, Any], *, source: str | None, engine: str | None = None) -> Settings:
+def build_settings(merged: "dict[str, Any]", *, source: str | None, engine: str | None = None) -> Settings:
     """Turn a type-checked document (defaults filled in) into Settings, checking cross-key rules."""
     where = source or "<config>"
     pod_binding_engine = resolve_pod_binding_engine(merged["env-file"]["pod-binding-engine"], engine, where)
@@ -424,7 +422,9 @@ def is_env_name(name: str) -> bool:
     return name.isascii() and name.isidentifier()
 
 
-def _merge(defaults: dict[str, Any], document: dict[str, Any], where: str, prefix: str) -> dict[str, Any]:
+def _merge(
+    defaults: "dict[str, Any]", document: "dict[str, Any]", where: str, prefix: str
+) -> "dict[str, Any]":
     """Overlay a parsed document on the defaults, checking the type of every key we know."""
     merged: dict[str, Any] = {}
     for key, default in defaults.items():
@@ -483,7 +483,7 @@ def _host_is_suse(os_release: str = "/etc/os-release") -> bool:
 
 
 def load_node_settings(
-    config: str | None, environ: dict[str, str] | os._Environ[str], *, engine: str | None = None
+    config: str | None, environ: "dict[str, str] | os._Environ[str]", *, engine: str | None = None
 ) -> Settings:
     """Find, read and parse config.toml as the installed hook does, with the pod-binding engine it has
     (``configfile.resolve_node_engine``): what the commands for people and ``check_env_file`` check

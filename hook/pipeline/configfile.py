@@ -6,8 +6,6 @@ and read the file, and tell whether it could matter, without importing ``typing`
 and the two stage shortcuts (``config_may_select``, the shim's runtime keys) read their keys from it too.
 """
 
-from __future__ import annotations
-
 from hook.util import envvars, paths
 from hook.util.errors import ConfigError
 from hook.util.safetext import os_reason
@@ -32,7 +30,7 @@ KUBERNETES_ENGINES = ("containerd", "crio")
 DEFAULT_RUNTIMES = ("runc", "crun")
 
 
-def find_config_path(flag: str | None, environ: dict[str, str] | os._Environ[str]) -> tuple[str, bool]:
+def find_config_path(flag: str | None, environ: "dict[str, str] | os._Environ[str]") -> tuple[str, bool]:
     """Return the config path upstream would use and whether it is required to exist."""
     if flag:
         return flag, True
@@ -59,7 +57,7 @@ def installed_engines(root: str = "/") -> tuple[str, ...]:
 
 
 def resolve_node_engine(
-    engine: str | None, environ: dict[str, str] | os._Environ[str], root: str = "/"
+    engine: str | None, environ: "dict[str, str] | os._Environ[str]", root: str = "/"
 ) -> str | None:
     """Return the engine the installed hook runs for, as the commands for people take it: ``engine`` (their
     ``--engine``), else ``GPU_ENV_HOOK_ENGINE`` (what the installed wrappers set), else the engine whose
@@ -130,7 +128,7 @@ def load_config_text(path: str, *, required: bool) -> str | None:
         raise ConfigError(f"{_PREFIX}{path}: the file is not valid UTF-8") from None
 
 
-def read_toml(text: str, where: str) -> dict[str, Any]:
+def read_toml(text: str, where: str) -> "dict[str, Any]":
     """Read config.toml's TOML: its plain subset without tomllib (``hook.util.tomlsubset``: most files, at a
     fraction of tomllib's import, which pulls in ``typing``), else tomllib. Invalid TOML is a ConfigError
     naming ``where``."""

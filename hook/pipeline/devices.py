@@ -4,8 +4,6 @@ Pure decisions on the container's environment, mounts and settings (section 8 an
 behaviour description). An empty device list means "not a GPU container".
 """
 
-from __future__ import annotations
-
 from hook.util import envvars, log, paths
 from hook.util.paths import DEVICE_LIST_ROOT
 from hook.util.safetext import escape

@@ -34,8 +34,6 @@ search stopped; a run of whitespace between lines is skipped in chunks that doub
 search for the quote closing a value; line breaks are counted only where more than one is passed at once.
 """
 
-from __future__ import annotations
-
 BLANKS = (
     "\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000"

@@ -5,8 +5,6 @@ Every refusal is an EnvFileError whose one line names the path, the line number 
 rule that failed: never any content of the file.
 """
 
-from __future__ import annotations
-
 import _stat as stat
 import posix
 
@@ -71,7 +69,7 @@ def read_bounded(fd: int, limit: int, path: str) -> bytes:
     return b"".join(chunks)
 
 
-def load_env_file_bytes(path: str, settings: EnvFileSettings) -> bytes:
+def load_env_file_bytes(path: str, settings: "EnvFileSettings") -> bytes:
     """Open, check and read the env file named by the container."""
     fd = open_beneath(path, settings.directories)
     try:
@@ -94,7 +92,7 @@ class EnvFileText:
 
     __slots__ = ("bad_utf8_line", "bindings", "nul_line")
 
-    def __init__(self, bindings: list[Binding], *, nul_line: int | None, bad_utf8_line: int | None) -> None:
+    def __init__(self, bindings: "list[Binding]", *, nul_line: int | None, bad_utf8_line: int | None) -> None:
         self.bindings = bindings
         self.nul_line = nul_line
         self.bad_utf8_line = bad_utf8_line
@@ -125,7 +123,7 @@ def read_env_file(data: bytes, path: str) -> EnvFileText:
     return EnvFileText(bindings, nul_line=nul_line, bad_utf8_line=bad_utf8_line)
 
 
-def find_pins(bindings: list[Binding], path: str) -> dict[str, str]:
+def find_pins(bindings: "list[Binding]", path: str) -> dict[str, str]:
     """Return the reserved pin keys of the file (``GPU_ENV_HOOK_POD_UID``, ``..._CONTAINER_NAME``).
 
     A pin key set twice, without ``=`` or to an empty value is refused: the pin must be unambiguous.
@@ -223,7 +221,7 @@ def resolve_binding(
 
 
 def check_pins(
-    pins: dict[str, str], annotations: dict[str, str], path: str, settings: EnvFileSettings
+    pins: dict[str, str], annotations: dict[str, str], path: str, settings: "EnvFileSettings"
 ) -> bool:
     """:func:`resolve_binding` with the engine and requirement of ``settings``."""
     return resolve_binding(
@@ -253,7 +251,7 @@ def merge_env(entries: list[str], values: dict[str, str]) -> list[str]:
 
 
 def resolve_env_file(
-    env: dict[str, str], annotations: dict[str, str], settings: EnvFileSettings
+    env: dict[str, str], annotations: dict[str, str], settings: "EnvFileSettings"
 ) -> EnvFile | None:
     """Load the env file the container names, or None when it names none (or it is missing and ignored)."""
     path = env.get(settings.variable, "")

@@ -11,8 +11,6 @@ The value is ``none`` (the spec names no file, or a missing one that is ignored)
 names are the ones the unprivileged check trusts, exactly as when the hook reads the file itself.
 """
 
-from __future__ import annotations
-
 from hook.util import paths
 from hook.util.errors import EnvFileError
 
@@ -70,7 +68,7 @@ def add_handoff(args: list[object], value: str) -> list[object] | None:
     return None
 
 
-def take_handoff(value: str, env: dict[str, str], variable: str) -> EnvFile | None:
+def take_handoff(value: str, env: dict[str, str], variable: str) -> "EnvFile | None":
     """Turn the shim's decision into the env file the hook acts on, with the values ``process.env`` holds
     (the shim merged them there); refused when a name the shim merged is no longer in ``process.env``."""
     from hook.pipeline.envfile import EnvFile

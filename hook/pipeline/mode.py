@@ -1,7 +1,5 @@
 """The runtime-mode check: the hook serves only the ``legacy`` mode (section 12)."""
 
-from __future__ import annotations
-
 from hook.util import log, paths
 from hook.util.errors import RequestError
 

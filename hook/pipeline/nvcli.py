@@ -1,7 +1,5 @@
 """nvidia-container-cli: where it is, the exact argv upstream builds, and the exec that replaces the hook."""
 
-from __future__ import annotations
-
 import posix
 import sys
 
@@ -28,7 +26,7 @@ def build_search_path(current: str, root: str) -> str:
     return ":".join(entries)
 
 
-def locate_cli(cli: CliSettings, environ: dict[str, str]) -> str:
+def locate_cli(cli: "CliSettings", environ: dict[str, str]) -> str:
     """Return the cli's path: the configured one verbatim, else a PATH search (which rewrites ``environ``)."""
     if cli.path:
         return cli.path
@@ -53,7 +51,7 @@ def normalize_ldconfig(value: str) -> str:
     return "@" + (real if paths.exists(real) else path)
 
 
-def cuda_compat_flags(settings: Settings) -> list[str]:
+def cuda_compat_flags(settings: "Settings") -> list[str]:
     """Return the ``--cuda-compat-mode`` flag for the configured legacy mode (none for an unknown value
     when the container may bring its own compat libraries)."""
     mode = _COMPAT_FLAGS.get(settings.cuda_compat_mode)
@@ -70,7 +68,7 @@ def resolve_rootfs(root_path: str, cwd: str) -> str:
 
 
 def build_argv(
-    request: GpuRequest, settings: Settings, *, cli_path: str, rootfs: str, pid: int, debug: bool
+    request: "GpuRequest", settings: "Settings", *, cli_path: str, rootfs: str, pid: int, debug: bool
 ) -> list[str]:
     """Build the cli's argv in upstream's exact order."""
     cli = settings.cli

@@ -14,8 +14,6 @@ A namespace/name pin also names a later pod of that name (a StatefulSet's pod, a
 is pinned so must be removed when the pod ends (``env-file gc``, ``cdi alloc gc``).
 """
 
-from __future__ import annotations
-
 from hook.util import envvars
 
 TYPE_CHECKING = False
@@ -45,12 +43,12 @@ ENGINE_KEYS = {
 NEEDS_POD = f"{UID}, or {NAMESPACE} and {NAME}"
 
 
-def is_pinned(pins: Mapping[str, str]) -> bool:
+def is_pinned(pins: "Mapping[str, str]") -> bool:
     """Tell whether ``pins`` name a pod at all (a UID, a namespace or a name)."""
     return UID in pins or NAMESPACE in pins or NAME in pins
 
 
-def pin_error(pins: Mapping[str, str]) -> str | None:
+def pin_error(pins: "Mapping[str, str]") -> str | None:
     """Say why the pin keys do not name one pod: a namespace without a name (or the reverse), a container
     without a pod. None when they do (or pin nothing)."""
     for one, other in ((NAMESPACE, NAME), (NAME, NAMESPACE)):
@@ -61,7 +59,7 @@ def pin_error(pins: Mapping[str, str]) -> str | None:
     return None
 
 
-def pin_mismatch(pins: Mapping[str, str], annotations: Mapping[str, str], engine: str) -> str | None:
+def pin_mismatch(pins: "Mapping[str, str]", annotations: "Mapping[str, str]", engine: str) -> str | None:
     """Say why the pinned pod (and container) is not the container's, judged by ``engine``'s annotations
     alone; None when every pinned key matches. ``pins`` are well formed (:func:`pin_error`) and pin a pod."""
     keys = ENGINE_KEYS.get(engine)
@@ -90,7 +88,7 @@ def pin_mismatch(pins: Mapping[str, str], annotations: Mapping[str, str], engine
     return None
 
 
-def container_pod(annotations: Mapping[str, str], engine: str) -> dict[str, str]:
+def container_pod(annotations: "Mapping[str, str]", engine: str) -> dict[str, str]:
     """The container's pod as ``engine`` records it, under the pin keys (empty for podman, Docker, none)."""
     keys = ENGINE_KEYS.get(engine, {})
     return {pin: annotations[key] for pin, key in keys.items() if annotations.get(key)}
@@ -108,7 +106,7 @@ def pod_pins(
     return {key: value for key, value in given.items() if value is not None}
 
 
-def describe_pin(pins: Mapping[str, str]) -> str:
+def describe_pin(pins: "Mapping[str, str]") -> str:
     """Name the pinned pod (and container) for a report: ``pod UID`` or ``pod NAMESPACE/NAME``."""
     parts = []
     if UID in pins:
@@ -120,7 +118,7 @@ def describe_pin(pins: Mapping[str, str]) -> str:
     return ", ".join(parts)
 
 
-def as_annotations(pins: Mapping[str, str], engine: str) -> dict[str, str]:
+def as_annotations(pins: "Mapping[str, str]", engine: str) -> dict[str, str]:
     """The annotations ``engine`` would write for a container of the pod ``pins`` names (for checking a pin
     before any container exists: ``env-file check``); empty for an engine without pod annotations."""
     keys = ENGINE_KEYS.get(engine, {})

@@ -1,7 +1,5 @@
 """Is the container privileged? CAP_SYS_ADMIN in the bounding set (or the flat list of pre-rc5 specs)."""
 
-from __future__ import annotations
-
 from hook.util.errors import SpecError
 from hook.util.safetext import escape, json_kind
 

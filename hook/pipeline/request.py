@@ -1,7 +1,5 @@
 """The GPU request: every rule that turns a container's environment and mounts into what the cli is told."""
 
-from __future__ import annotations
-
 from hook.pipeline.capabilities import resolve_capabilities
 from hook.pipeline.config import Settings
 from hook.pipeline.devices import is_legacy_image, resolve_devices, resolve_imex_channels

@@ -1,7 +1,5 @@
 """NVIDIA_REQUIRE_*, NVIDIA_DISABLE_REQUIRE and the legacy ``cuda>=X.Y`` requirement (section 10.2)."""
 
-from __future__ import annotations
-
 from hook.util import envvars
 from hook.util.errors import RequestError
 from hook.util.safetext import escape

@@ -5,8 +5,6 @@ A prestart hook runs after the runtime has read ``process.env``, so only a step 
 Both decide here, with the same checks the hook applies (``hook.pipeline.envfile``).
 """
 
-from __future__ import annotations
-
 from hook.pipeline.bundle import parse_env, process_env
 from hook.pipeline.configfile import config_may_select
 from hook.util import envvars
@@ -38,8 +36,8 @@ def spec_may_matter(raw: bytes, config_text: str | None, *, gpu: bool) -> bool:
 
 
 def merge_spec_env(
-    document: dict[str, object], annotations: dict[str, str], settings: EnvFileSettings
-) -> tuple[EnvFile | None, list[str]]:
+    document: dict[str, object], annotations: dict[str, str], settings: "EnvFileSettings"
+) -> "tuple[EnvFile | None, list[str]]":
     """Resolve the env file a checked spec names; return it and ``process.env`` with it merged.
 
     The entries come back unchanged (and the file as None) when the spec names none, or a missing one

@@ -1,7 +1,5 @@
 """The OCI state a runtime writes on a hook's stdin: which bundle, which pid, which annotations."""
 
-from __future__ import annotations
-
 from hook.util.errors import StateError
 from hook.util.jsontext import decode_prefix
 from hook.util.safetext import decode_error_reason, json_kind
@@ -49,7 +47,7 @@ def parse_state(data: bytes) -> State:
     return State(bundle=bundle, pid=pid, annotations=annotations)
 
 
-def load_state(stream: BinaryIO) -> State:
+def load_state(stream: "BinaryIO") -> State:
     """Read the state from a binary stream (the hook's stdin), whatever its size (it carries the spec's
     annotations, and runc runs a spec of any size): the first JSON value, as upstream's decoder does — it
     does not wait for end of file, since a runtime may keep stdin open.

@@ -19,8 +19,6 @@ the pod uids kubelet's pod-resources ``List()`` reports, or (the default of the 
 still has a directory for under ``/var/lib/kubelet/pods``.
 """
 
-from __future__ import annotations
-
 import os
 
 from hook.cdi.names import quote
@@ -45,7 +43,7 @@ _POD_UID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 _K8S_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 
 
-def alloc_name(device_ids: Iterable[str], key: bytes | None = None) -> str:
+def alloc_name(device_ids: "Iterable[str]", key: bytes | None = None) -> str:
     """Return the allocation's device name: the keyed name of the sorted, distinct ids
     (``hook.producer.namekey``, as the env file's name is made, so both agree for one allocation); ``key``
     None: the node's key."""
@@ -56,7 +54,7 @@ def alloc_name(device_ids: Iterable[str], key: bytes | None = None) -> str:
     return keyed_name(ids, key if key is not None else load_key())
 
 
-def alloc_device(device_ids: Iterable[str], key: bytes | None = None) -> str:
+def alloc_device(device_ids: "Iterable[str]", key: bytes | None = None) -> str:
     """Return the fully qualified CDI device an ``Allocate`` response names: ``gpu-env.dev/alloc=<name>``."""
     return f"{ALLOC_KIND}={alloc_name(device_ids, key)}"
 
@@ -106,11 +104,11 @@ def alloc_spec_path(name: str, pins: dict[str, str], directory: str = DEFAULT_DI
 def build_alloc_spec(
     name: str,
     devices: list[str],
-    values: Mapping[str, str],
-    registry: Registry,
+    values: "Mapping[str, str]",
+    registry: "Registry",
     *,
     default_kind: str,
-) -> dict[str, Any]:
+) -> "dict[str, Any]":
     """Compose the allocation's spec: one device ``name`` with the real devices' edits and the variables.
 
     ``devices`` are CDI names or plain ids (of ``default_kind``); every one must be defined by the node's
@@ -140,7 +138,7 @@ def build_alloc_spec(
     return spec
 
 
-def _env_entries(values: Mapping[str, str]) -> list[str]:
+def _env_entries(values: "Mapping[str, str]") -> list[str]:
     """``KEY=value`` entries for the variables, refusing what the hook refuses in an env file."""
     from hook.pipeline.config import is_env_name
     from hook.pipeline.envfile import refused_key_rule
@@ -160,7 +158,7 @@ def _env_entries(values: Mapping[str, str]) -> list[str]:
     return entries
 
 
-def write_alloc_spec(spec: dict[str, Any], pins: dict[str, str], directory: str = DEFAULT_DIRECTORY) -> str:
+def write_alloc_spec(spec: "dict[str, Any]", pins: dict[str, str], directory: str = DEFAULT_DIRECTORY) -> str:
     """Check the spec as any engine would, remove the same allocation's spec of other pods, and write it
     atomically, root-owned, 0600 (its variables may be secrets; engines read it as root); return its path.
     The directory is created (0755) when missing."""
@@ -224,7 +222,7 @@ def list_alloc_specs(directory: str = DEFAULT_DIRECTORY) -> list[AllocSpec]:
     return found
 
 
-def remove_alloc_specs(device_ids: Iterable[str], directory: str = DEFAULT_DIRECTORY) -> list[str]:
+def remove_alloc_specs(device_ids: "Iterable[str]", directory: str = DEFAULT_DIRECTORY) -> list[str]:
     """Remove every spec of the allocation of ``device_ids`` (under its keyed name, or the unkeyed name of
     before the key); return the paths removed."""
     from hook.producer.envfile import checked_ids

@@ -9,8 +9,6 @@ runs and says which passed.
 Device plugins import these from ``hook.deviceplugin``, the public API's home.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 
@@ -69,7 +67,7 @@ def default_env_file_settings() -> EnvFileSettings:
 # --- the path scheme -------------------------------------------------------------------------------------
 
 
-def checked_ids(device_ids: Iterable[str], command: str) -> list[str]:
+def checked_ids(device_ids: "Iterable[str]", command: str) -> list[str]:
     """The sorted, distinct device ids a name is made from; none, an empty one or one with a newline or NUL
     is a usage error naming ``command``."""
     ids = sorted(set(device_ids))
@@ -81,7 +79,7 @@ def checked_ids(device_ids: Iterable[str], command: str) -> list[str]:
     return ids
 
 
-def env_file_name(device_ids: Iterable[str], key: bytes | None = None) -> str:
+def env_file_name(device_ids: "Iterable[str]", key: bytes | None = None) -> str:
     """Return ``<name>.env``: the keyed name of the set of ids (``hook.producer.namekey``: HMAC-SHA256 under
     the node's key, 32 hex digits), the same in any order, with any repetition; ``key`` None: the node's
     key."""
@@ -91,7 +89,7 @@ def env_file_name(device_ids: Iterable[str], key: bytes | None = None) -> str:
     return keyed_name(ids, key if key is not None else load_key()) + SUFFIX
 
 
-def env_file_path(device_ids: Iterable[str], directory: str | None = None, key: bytes | None = None) -> str:
+def env_file_path(device_ids: "Iterable[str]", directory: str | None = None, key: bytes | None = None) -> str:
     """Return the env file's path for ``device_ids`` under ``directory`` (default: the first configured
     ``[env-file] directories`` entry of a default node, ``/run/nvidia-env``)."""
     if directory is None:
@@ -108,7 +106,7 @@ def quote_value(value: str) -> str:
 
 
 def build_env_file(
-    values: Mapping[str, str],
+    values: "Mapping[str, str]",
     *,
     pod_uid: str | None = None,
     container: str | None = None,
@@ -161,7 +159,7 @@ def _line(key: str, value: str, path: str) -> str:
 
 def write_env_file(
     path: str,
-    values: Mapping[str, str],
+    values: "Mapping[str, str]",
     *,
     pod_uid: str | None = None,
     container: str | None = None,

@@ -15,8 +15,6 @@ by newlines. The HMAC is computed here over the builtin SHA-256: ``hmac`` import
 OpenSSL, a quarter of a producer command's start.
 """
 
-from __future__ import annotations
-
 import os
 
 from hook.util import envvars

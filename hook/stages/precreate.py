@@ -8,8 +8,6 @@ file goes back byte for byte. A refusal raises (the entry point prints the one l
 anything is written, so podman gets no config.
 """
 
-from __future__ import annotations
-
 from hook.pipeline.bundle import (
     check_spec,
     dump_spec,
@@ -65,7 +63,7 @@ def resolve_precreate(
     return raw if edited is document else dump_spec(edited, "the proposed spec")
 
 
-def load_proposed_spec(stdin: BinaryIO) -> bytes:
+def load_proposed_spec(stdin: "BinaryIO") -> bytes:
     """Read the proposed config.json from stdin, whatever its size (the runtime would run it)."""
     try:
         return stdin.read()
@@ -74,7 +72,7 @@ def load_proposed_spec(stdin: BinaryIO) -> bytes:
 
 
 def run_precreate(
-    options: Options, stdin: BinaryIO, stdout: BinaryIO, environ: dict[str, str] | os._Environ[str]
+    options: "Options", stdin: "BinaryIO", stdout: "BinaryIO", environ: "dict[str, str] | os._Environ[str]"
 ) -> int:
     """The precreate stage: read the spec, decide, and only then write the result to stdout."""
     config_path, required = find_config_path(options.config, environ)

@@ -5,8 +5,6 @@ interpreter, so here it is parsed only when the container could be a GPU contain
 configuration (see ``may_request_gpu``); a missing required config file is still refused first.
 """
 
-from __future__ import annotations
-
 from hook.pipeline.bundle import (
     check_spec,
     load_spec,
@@ -66,12 +64,12 @@ class Resolution:
     def __init__(
         self,
         *,
-        state: State,
-        spec: Spec,
-        settings: Settings | None,
-        env_file: EnvFile | None,
+        state: "State",
+        spec: "Spec",
+        settings: "Settings | None",
+        env_file: "EnvFile | None",
         entries: list[str],
-        request: GpuRequest | None,
+        request: "GpuRequest | None",
     ) -> None:
         self.state = state
         self.spec = spec
@@ -101,7 +99,7 @@ def may_request_gpu(env: dict[str, str], mounts: list[tuple[str, str]], config_t
 
 
 def resolve_container(
-    options: Options, stdin: BinaryIO, environ: dict[str, str] | os._Environ[str]
+    options: Options, stdin: "BinaryIO", environ: "dict[str, str] | os._Environ[str]"
 ) -> Resolution:
     """Run every decision of the prestart stage, with no side effect but reading files."""
     config_path, required = find_config_path(options.config, environ)
@@ -156,7 +154,7 @@ def resolve_container(
 
 
 def run_prestart(
-    options: Options, stdin: BinaryIO, environ: dict[str, str] | os._Environ[str], cwd: str
+    options: Options, stdin: "BinaryIO", environ: "dict[str, str] | os._Environ[str]", cwd: str
 ) -> int:
     """The prestart (createRuntime) stage: resolve, then exec nvidia-container-cli; 0 for a non-GPU one."""
     resolution = resolve_container(options, stdin, environ)
@@ -183,7 +181,7 @@ def run_prestart(
 
 
 def build_cli_invocation(
-    resolution: Resolution, options: Options, environ: dict[str, str] | os._Environ[str], cwd: str
+    resolution: Resolution, options: Options, environ: "dict[str, str] | os._Environ[str]", cwd: str
 ) -> tuple[list[str], dict[str, str]]:
     """Return the cli's argv and environment for a GPU container (shared by prestart and ``resolve``)."""
     from hook.pipeline.nvcli import build_argv, build_cli_env, locate_cli, resolve_rootfs

@@ -11,8 +11,6 @@ A refusal is one line on stderr (and in runc's ``--log`` file, in its ``--log-fo
 config.json untouched and the real runtime never run. ``main`` is the only place that reports errors.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -223,7 +221,7 @@ def probe_is_shim(runtime: str, environ: dict[str, str] | os._Environ[str]) -> b
 
 def exec_runtime(
     path: str, args: list[str], environ: dict[str, str] | os._Environ[str] | None = None
-) -> NoReturn:
+) -> "NoReturn":
     """Replace this process with the runtime: ``path`` as argv[0], ``args`` untouched, fds kept, the
     environment kept plus the loop guard (this pid)."""
     env = dict(os.environ if environ is None else environ)
@@ -415,7 +413,7 @@ def run_shim(
     environ: dict[str, str] | os._Environ[str],
     *,
     runtime: str | None = None,
-) -> NoReturn:
+) -> "NoReturn":
     """Exec the runtime with ``argv``, having edited the bundle on create/run.
 
     ``runtime``: the one the installed wrapper resolved (it execs the same one itself for every other

@@ -6,8 +6,6 @@ relative to its parent with O_NOFOLLOW, so no symlink is followed anywhere below
 device is ever opened. Every refusal is an EnvFileError whose one line names the (escaped) path.
 """
 
-from __future__ import annotations
-
 import _stat as stat
 import posix
 

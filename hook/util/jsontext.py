@@ -9,8 +9,6 @@ Interpreters without ``_json`` use ``json`` itself. Same results as ``json.loads
 as ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,7 +45,7 @@ def _error(message: str, text: str, index: int) -> ValueError:
     return json.JSONDecodeError(message, text, index)
 
 
-def decode_prefix(text: str, *, object_pairs_hook: PairsHook | None = None) -> tuple[object, int]:
+def decode_prefix(text: str, *, object_pairs_hook: "PairsHook | None" = None) -> tuple[object, int]:
     """Decode the JSON value at the start of ``text`` (after whitespace); return it and where it ended.
 
     Like ``json.JSONDecoder().raw_decode`` after stripping leading whitespace; raises a ValueError
@@ -75,7 +73,7 @@ def decode_prefix(text: str, *, object_pairs_hook: PairsHook | None = None) -> t
         return json.JSONDecoder(object_pairs_hook=object_pairs_hook).raw_decode(text, start)
 
 
-def decode(text: str, *, object_pairs_hook: PairsHook | None = None) -> object:
+def decode(text: str, *, object_pairs_hook: "PairsHook | None" = None) -> object:
     """Decode a whole JSON document, as ``json.loads`` does (trailing data is an error)."""
     if text.startswith("\ufeff"):
         raise _error("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)

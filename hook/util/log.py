@@ -1,7 +1,5 @@
 """Diagnostics on stderr in upstream's two shapes: plain Go ``log`` lines and logrus warnings."""
 
-from __future__ import annotations
-
 import sys
 import time
 

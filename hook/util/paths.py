@@ -7,8 +7,6 @@ The paths are the one place that install, uninstall and doctor agree on. The ope
 pay it. They give exactly ``os.path``'s results (tested against it).
 """
 
-from __future__ import annotations
-
 import posix
 
 # Executables the engines call: small wrappers that run this package's Python isolated (-I).

@@ -12,8 +12,6 @@ the caller then parses the text with ``tomllib``, which also produces the error 
 For any text where it returns a document, ``tomllib.loads`` returns the same document (tested).
 """
 
-from __future__ import annotations
-
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _DIGITS = frozenset("0123456789")
 _SPACE = " \t"
