@@ -208,14 +208,12 @@ STAGE = frozenset(
         "hook.launcher",
         "hook.stages",
         "hook.stages.prestart",
-        "hook.pipeline.privilege",
-        "hook.pipeline.state",
     }
 )
 # Parsed settings (plain slotted classes, the TOML subset reader) and the env-file rules.
 SETTINGS = frozenset({"hook.pipeline.config", "hook.util.tomlsubset"})
 DEVICES = frozenset({"hook.pipeline.devices"})  # hook.cdi.names only for a CDI name or mount request
-REQUEST = frozenset({"hook.pipeline.capabilities", "hook.pipeline.request"})
+REQUEST = frozenset({"hook.pipeline.request"})
 # NVIDIA_REQUIRE_* (or a legacy CUDA_VERSION image): the requirement parser, only for an image that has one.
 REQUIREMENTS = frozenset({"hook.pipeline.requirements"})
 EXEC_CLI = frozenset({"hook.util.log", "hook.pipeline.mode", "hook.pipeline.nvcli"})
@@ -312,7 +310,6 @@ PINNED = {
     | {
         "hook.__main__",
         "hook.launcher",
-        "hook.pipeline.state",
         "hook.pipeline.specenv",
         "hook.nri",
         "hook.nri.backstop",
@@ -323,7 +320,6 @@ PINNED = {
     | {
         "hook.__main__",
         "hook.launcher",
-        "hook.pipeline.state",
         "hook.pipeline.specenv",
         "hook.nri",
         "hook.nri.backstop",

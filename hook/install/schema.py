@@ -163,7 +163,7 @@ def hook_problems(document: object, kind: str) -> list[Problem]:
             check_spec(document)
             parse_env(process_env(document))
         elif kind == "state":
-            from hook.pipeline.state import parse_state
+            from hook.pipeline.bundle import parse_state
 
             parse_state(json.dumps(document).encode())
     except (SpecError, StateError) as err:

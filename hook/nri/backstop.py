@@ -29,10 +29,9 @@ def backstop_entry(executable: str, config_path: str | None, lib: str) -> dict[s
 
 def run_backstop(stdin: "BinaryIO", environ: "dict[str, str] | os._Environ[str]", config: str | None) -> int:
     """Refuse a container that names an env file the NRI plugin did not handle; 0 for any other."""
-    from hook.pipeline.bundle import check_spec, parse_env, parse_spec, process_env, spec_path
+    from hook.pipeline.bundle import check_spec, load_state, parse_env, parse_spec, process_env, spec_path
     from hook.pipeline.configfile import find_config_path, load_config_text
     from hook.pipeline.specenv import spec_may_matter
-    from hook.pipeline.state import load_state
 
     state = load_state(stdin)
     config_path, required = find_config_path(config, environ)

@@ -1,11 +1,102 @@
-"""A bundle's config.json: loaded as a raw dict (unknown fields survive), checked, and written back
-(atomically, through ``hook.util.atomicwrite``)."""
+"""What the engine hands a hook: the OCI state on stdin (which bundle, which pid, which annotations) and the
+bundle's config.json -- loaded as a raw dict (unknown fields survive), checked, the fields the hook reads
+(env, mounts, annotations, root, privilege) and written back (atomically, through ``hook.util.atomicwrite``).
+"""
 
 from hook.util import paths
-from hook.util.errors import SpecError, os_error
-from hook.util.safetext import decode_error_reason, json_kind, os_reason
+from hook.util.errors import SpecError, StateError, os_error
+from hook.util.jsontext import decode_prefix
+from hook.util.safetext import decode_error_reason, escape, json_kind, os_reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
+# --- the OCI state on stdin ------------------------------------------------------------------------------
+
+# How much one read of stdin asks for: a pipe's capacity.
+_CHUNK = 65536
 
 
+class State:
+    """The parts of the OCI state the hook uses."""
+
+    __slots__ = ("annotations", "bundle", "pid")
+
+    def __init__(self, *, bundle: str, pid: int, annotations: dict[str, str]) -> None:
+        self.bundle = bundle
+        self.pid = pid
+        self.annotations = annotations
+
+
+def parse_state(data: bytes) -> State:
+    """Decode one JSON state document; ``bundle`` falls back to the pre-1.0 ``bundlePath``."""
+    try:
+        document, _ = decode_prefix(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise StateError(f"could not decode container state: {decode_error_reason(err)}") from None
+    if not isinstance(document, dict):
+        raise StateError("could not decode container state: the state must be a JSON object")
+    pid = document.get("pid", 0)
+    if pid is None:
+        pid = 0
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise StateError(f"could not decode container state: pid must be an integer, got {json_kind(pid)}")
+    bundle = document.get("bundle") or document.get("bundlePath") or ""
+    if not isinstance(bundle, str):
+        raise StateError(
+            f"could not decode container state: bundle must be a string, got {json_kind(bundle)}"
+        )
+    annotations = document.get("annotations") or {}
+    if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
+        raise StateError("could not decode container state: annotations must map strings to strings")
+    return State(bundle=bundle, pid=pid, annotations=annotations)
+
+
+def load_state(stream: "BinaryIO") -> State:
+    """Read the state from a binary stream (the hook's stdin), whatever its size (it carries the spec's
+    annotations, and runc runs a spec of any size): the first JSON value, as upstream's decoder does — it
+    does not wait for end of file, since a runtime may keep stdin open.
+
+    Reads what is available (``read1``: what the writer has written so far) and tries to decode when a read
+    ends with a closing bracket, after a short read (the writer paused) or once the data has doubled since
+    the last try, so that a large state costs a bounded number of tries.
+    """
+    read = getattr(stream, "read1", stream.read)
+    data = bytearray()
+    tried = 0
+    while True:
+        chunk: bytes = read(_CHUNK)
+        if not chunk:
+            break
+        data += chunk
+        if chunk.rstrip().endswith((b"}", b"]")) and (len(chunk) < _CHUNK or len(data) >= 2 * tried):
+            tried = len(data)
+            state = _try_state(bytes(data))
+            if state is not None:
+                return state
+    return parse_state(bytes(data))
+
+
+def _try_state(data: bytes) -> State | None:
+    """Decode the state when ``data`` already holds a whole first value; None when more input may help."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return parse_state(data)
+    try:
+        decode_prefix(text)
+    except RecursionError:
+        return parse_state(data)  # nested past the decoder's limit: the one-line refusal
+    except ValueError as err:
+        position = getattr(err, "pos", 0)
+        message = getattr(err, "msg", "")
+        if position >= len(text.rstrip()) - 16 or message.startswith("Unterminated string"):
+            return None
+    return parse_state(data)
+
+
+# --- config.json ----------------------------------------------------------------------------------------
 class Spec:
     """config.json as read: its path, its exact bytes and the decoded document."""
 
@@ -171,3 +262,109 @@ def write_spec(path: str, document: dict[str, object]) -> None:
         write_atomic(path, dump_spec(document), durable=False)
     except OSError as err:
         raise os_error("write", path, err) from None
+
+
+# --- privileged: CAP_SYS_ADMIN in the bounding set (or the flat list of pre-rc5 specs) -----------------
+
+CAP_SYS_ADMIN = "CAP_SYS_ADMIN"
+_CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
+
+
+def resolve_privileged(document: dict[str, object]) -> bool:
+    """Return whether a checked spec grants CAP_SYS_ADMIN in the set upstream consults."""
+    process = document["process"]
+    assert isinstance(process, dict)  # noqa: S101 - guaranteed by bundle.check_spec
+    capabilities = process.get("capabilities")
+    version = document.get("ociVersion")
+    flat = isinstance(version, str) and uses_flat_capabilities(version)
+    if capabilities is None:
+        return False
+    if flat:
+        if not _is_string_list(capabilities):
+            raise SpecError(
+                "could not decode Process.Capabilities in OCI spec: expected an array of strings for "
+                f"ociVersion {escape(str(version))}, got {json_kind(capabilities)}"
+            )
+        assert isinstance(capabilities, list)  # noqa: S101 - checked above
+        return CAP_SYS_ADMIN in capabilities
+    if not isinstance(capabilities, dict):
+        raise SpecError(
+            "could not decode Process.Capabilities in OCI spec: "
+            f"expected an object, got {json_kind(capabilities)}"
+        )
+    for name in _CAP_SETS:
+        value = capabilities.get(name)
+        if value is not None and not _is_string_list(value):
+            raise SpecError(
+                f"could not decode Process.Capabilities in OCI spec: {name} must be an array of strings"
+            )
+    bounding = capabilities.get("bounding") or []
+    assert isinstance(bounding, list)  # noqa: S101 - checked above
+    return CAP_SYS_ADMIN in bounding
+
+
+def uses_flat_capabilities(version: str) -> bool:
+    """Tell whether ``1.0.0-rc1 <= version < 1.0.0-rc5`` (Go x/mod semver; invalid sorts lowest)."""
+    parsed = parse_semver(version)
+    return parsed is not None and compare_semver(parsed, _RC1) >= 0 and compare_semver(parsed, _RC5) < 0
+
+
+def parse_semver(version: str) -> tuple[tuple[int, int, int], tuple[str, ...]] | None:
+    """Parse ``MAJOR[.MINOR[.PATCH]][-PRE][+BUILD]`` as golang.org/x/mod/semver does; None if invalid."""
+    core, _, build = version.partition("+")
+    if "+" in version and not _valid_identifiers(build, numeric_rule=False):
+        return None
+    core, dash, pre = core.partition("-")
+    parts = core.split(".")
+    if len(parts) > 3 or not all(_is_number(p) for p in parts):
+        return None
+    if len(parts) < 3 and (dash or "+" in version):
+        return None
+    if dash and not _valid_identifiers(pre, numeric_rule=True):
+        return None
+    numbers = [int(p) for p in parts] + [0] * (3 - len(parts))
+    return (numbers[0], numbers[1], numbers[2]), tuple(pre.split(".")) if dash else ()
+
+
+def compare_semver(
+    a: tuple[tuple[int, int, int], tuple[str, ...]], b: tuple[tuple[int, int, int], tuple[str, ...]]
+) -> int:
+    """Compare two parsed versions by semver precedence: -1, 0 or 1."""
+    if a[0] != b[0]:
+        return -1 if a[0] < b[0] else 1
+    pre_a, pre_b = a[1], b[1]
+    if not pre_a or not pre_b:
+        return (not pre_a) - (not pre_b)
+    for x, y in zip(pre_a, pre_b, strict=False):
+        if x == y:
+            continue
+        if x.isdigit() and y.isdigit():
+            return -1 if int(x) < int(y) else 1
+        if x.isdigit() != y.isdigit():
+            return -1 if x.isdigit() else 1
+        return -1 if x < y else 1
+    return (len(pre_a) > len(pre_b)) - (len(pre_a) < len(pre_b))
+
+
+def _is_number(text: str) -> bool:
+    """A semver number: ASCII digits without a leading zero."""
+    return text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0"))
+
+
+def _valid_identifiers(text: str, *, numeric_rule: bool) -> bool:
+    """Dot-separated ``[0-9A-Za-z-]+`` identifiers; numeric ones without leading zeros when asked."""
+    for ident in text.split("."):
+        if not ident or not ident.isascii() or not all(c.isalnum() or c == "-" for c in ident):
+            return False
+        if numeric_rule and ident.isdigit() and not _is_number(ident):
+            return False
+    return True
+
+
+def _is_string_list(value: object) -> bool:
+    """Tell whether a JSON value is an array of strings."""
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+_RC1 = ((1, 0, 0), ("rc1",))
+_RC5 = ((1, 0, 0), ("rc5",))

@@ -173,9 +173,8 @@ def resolve_cdi_spec(
     The request is read as the hook reads it (``hook.pipeline.devices.resolve_devices``): device-list mounts
     when accepted, the variables behind the unprivileged gate, variables from a pinned env file trusted.
     """
-    from hook.pipeline.bundle import parse_env, process_env, spec_mounts
+    from hook.pipeline.bundle import parse_env, process_env, resolve_privileged, spec_mounts
     from hook.pipeline.devices import resolve_devices
-    from hook.pipeline.privilege import resolve_privileged
 
     trusted = frozenset(env_file.values) if env_file is not None and env_file.pinned else frozenset()
     devices = resolve_devices(

@@ -1,10 +1,15 @@
-"""The GPU request: every rule that turns a container's environment and mounts into what the cli is told."""
+"""The GPU request: every rule that turns a container's environment and mounts into what the cli is told
+(the devices from ``hook.pipeline.devices``, the driver capabilities here, NVIDIA_REQUIRE_* from
+``hook.pipeline.requirements`` for an image that has one)."""
 
-from hook.pipeline.capabilities import resolve_capabilities
 from hook.pipeline.config import Settings
-from hook.pipeline.devices import is_legacy_image, resolve_devices, resolve_imex_channels
+from hook.pipeline.devices import is_legacy_image, resolve_devices, resolve_imex_channels, split_tokens
 from hook.util import envvars
 from hook.util.errors import RequestError
+from hook.util.safetext import escape
+
+# NVIDIA_DRIVER_CAPABILITIES (section 10.1): what a modern image gets when it names none.
+DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
 
 
 class GpuRequest:
@@ -94,3 +99,28 @@ def _mig_value(env: dict[str, str], name: str, short: str, *, privileged: bool) 
     if value and not privileged:
         raise RequestError(f"cannot set {short} in non privileged container")
     return value
+
+
+def resolve_capabilities(env: dict[str, str], supported: frozenset[str], *, legacy: bool) -> list[str]:
+    """Return the capabilities to pass, sorted; an unknown (or unsupported) name is refused.
+
+    Unset on a legacy image: everything supported. ``all``: everything supported. Unset or empty on a
+    modern image: compute and utility (as far as supported). A value with no items (``" ,"``): none.
+    """
+    name = envvars.NVIDIA_DRIVER_CAPABILITIES
+    raw = env.get(name)
+    if raw is None and legacy:
+        return sorted(supported)
+    if raw:
+        requested = set(split_tokens(raw))
+        if "all" in requested:
+            return sorted(supported)
+        if not requested <= supported:
+            raise RequestError(
+                f"unsupported capabilities found in '{escape(','.join(sorted(requested)))}' "
+                f"(allowed '{','.join(sorted(requested & supported))}')",
+                variable=name,
+                redacted=f"{name} names capabilities outside supported-driver-capabilities",
+            )
+        return sorted(requested)
+    return sorted(supported & DEFAULT_CAPABILITIES)

@@ -8,8 +8,10 @@ configuration (see ``may_request_gpu``); a missing required config file is still
 from hook.pipeline.bundle import (
     check_spec,
     load_spec,
+    load_state,
     parse_env,
     process_env,
+    resolve_privileged,
     root_path,
     set_process_env,
     spec_annotations,
@@ -17,8 +19,6 @@ from hook.pipeline.bundle import (
     write_spec,
 )
 from hook.pipeline.configfile import config_may_select, find_config_path, load_config_text
-from hook.pipeline.privilege import resolve_privileged
-from hook.pipeline.state import load_state
 from hook.util import envvars
 from hook.util.errors import RequestError
 from hook.util.paths import DEVICE_LIST_ROOT
@@ -28,11 +28,10 @@ if TYPE_CHECKING:
     import os
     from typing import BinaryIO
 
-    from hook.pipeline.bundle import Spec
+    from hook.pipeline.bundle import Spec, State
     from hook.pipeline.config import Settings
     from hook.pipeline.envfile import EnvFile
     from hook.pipeline.request import GpuRequest
-    from hook.pipeline.state import State
 
 
 class Options:

@@ -334,9 +334,9 @@ def resolve_spec(
     if not may_request_gpu(parse_env(entries), mounts, config_text):
         return None
 
+    from hook.pipeline.bundle import resolve_privileged
     from hook.pipeline.config import parse_config
     from hook.pipeline.devices import resolve_devices
-    from hook.pipeline.privilege import resolve_privileged
     from hook.pipeline.specenv import merge_spec_env
 
     settings = parse_config(config_text, source=source, engine=engine)

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from hook.pipeline.capabilities import resolve_capabilities
 from hook.pipeline.config import ALL_CAPABILITIES
+from hook.pipeline.request import resolve_capabilities
 from hook.util.errors import RequestError
 
 ALL = frozenset(ALL_CAPABILITIES)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hook.pipeline.privilege import parse_semver, resolve_privileged, uses_flat_capabilities
+from hook.pipeline.bundle import parse_semver, resolve_privileged, uses_flat_capabilities
 from hook.util.errors import SpecError
 
 PREFIX = re.escape("could not decode Process.Capabilities in OCI spec: ")

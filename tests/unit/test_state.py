@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import HOOK, MakeBundle, MakeConfig
 
-from hook.pipeline.state import load_state, parse_state
+from hook.pipeline.bundle import load_state, parse_state
 from hook.util.errors import StateError
 
 PREFIX = re.escape("could not decode container state: ")
