@@ -224,6 +224,9 @@ WRITE = frozenset({"hook.util.atomicwrite"})
 DOTENV_PARSER = frozenset(
     {"hook.pipeline.envfile", "hook.util.beneath", "_stat", "hook.pipeline.dotenvreader", "hook.pipeline.pod"}
 )
+# Naming an allocation (``env-file path``, the CDI allocation commands): HMAC-SHA256 from the standard library,
+# which loads OpenSSL (~5 ms); no other producer command loads it.
+HASHLIB = frozenset({"hmac", "hashlib", "_hashlib", "_blake2", "warnings"})
 # The env-file commands a device plugin runs per container: no typer, no hashlib (OpenSSL), no typing.
 PRODUCER = (
     ENTRY
@@ -235,14 +238,13 @@ PRODUCER = (
         "hook.commands",
         "hook.commands.envfile",
         "hook.producer",
-        "hook.producer.envfile",
+        "hook.producer.namekey",
     }
 )
-PRODUCER |= {
-    "hook.pipeline.envfile",
-    "hook.util.beneath",
-    "hook.pipeline.pod",
-}  # the rules the writer checks a file against
+# The rules the writer and the checker hold a file to (``env-file path`` names a file and loads none of them).
+PRODUCER_RULES = frozenset(
+    {"hook.producer.envfile", "hook.pipeline.envfile", "hook.util.beneath", "hook.pipeline.pod"}
+)
 SHIM_CREATE = (
     ENTRY
     | OS
@@ -300,9 +302,9 @@ PINNED = {
     "shim-cdi-yaml-cached": SHIM_CREATE | CDI,
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | {"hook.stages", "hook.stages.shim", "hook.util.tomlsubset"},
-    "producer-path": PRODUCER | {"_sha256", "hook.producer.namekey"},
-    "producer-write": PRODUCER | WRITE,
-    "producer-check": PRODUCER | DOTENV_PARSER,
+    "producer-path": PRODUCER | HASHLIB,
+    "producer-write": PRODUCER | PRODUCER_RULES | WRITE,
+    "producer-check": PRODUCER | PRODUCER_RULES | DOTENV_PARSER,
     # The NRI backstop (every container of a node using the NRI plugin): config.json read, not decoded
     # unless it names the env-file variable; a handled container (the variable set empty) passes.
     "backstop-plain": ENTRY

@@ -160,7 +160,7 @@ def write_command(
 
 def path_command(config: str | None, device_ids: list[str], *, directory: str | None) -> str:
     """``env-file path``: return what to print (the path for the set of ids)."""
-    from hook.producer.envfile import env_file_path
+    from hook.producer.namekey import env_file_path
 
     if directory is None:
         directory = load_settings(config).env_file.directories[0]

@@ -47,8 +47,7 @@ def alloc_name(device_ids: "Iterable[str]", key: bytes | None = None) -> str:
     """Return the allocation's device name: the keyed name of the sorted, distinct ids
     (``hook.producer.namekey``, as the env file's name is made, so both agree for one allocation); ``key``
     None: the node's key."""
-    from hook.producer.envfile import checked_ids
-    from hook.producer.namekey import keyed_name, load_key
+    from hook.producer.namekey import checked_ids, keyed_name, load_key
 
     ids = checked_ids(device_ids, "cdi alloc")
     return keyed_name(ids, key if key is not None else load_key())
@@ -225,8 +224,7 @@ def list_alloc_specs(directory: str = DEFAULT_DIRECTORY) -> list[AllocSpec]:
 def remove_alloc_specs(device_ids: "Iterable[str]", directory: str = DEFAULT_DIRECTORY) -> list[str]:
     """Remove every spec of the allocation of ``device_ids`` (under its keyed name, or the unkeyed name of
     before the key); return the paths removed."""
-    from hook.producer.envfile import checked_ids
-    from hook.producer.namekey import legacy_name
+    from hook.producer.namekey import checked_ids, legacy_name
 
     names = {alloc_name(device_ids), legacy_name(checked_ids(device_ids, "cdi alloc remove"))}
     removed = []

@@ -22,15 +22,15 @@ from hook.pipeline.envfile import (
     read_env_file,
     refused_key_rule,
 )
+from hook.producer.namekey import SUFFIX
 from hook.util import envvars
 from hook.util.beneath import open_directory_beneath, refuse, split_beneath
 from hook.util.errors import EnvFileError, EnvFileMissingError, HookError, UsageError, os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Mapping
 
-SUFFIX = ".env"
 ROOT_OWNER = (0, 0)
 FILE_MODE = 0o600
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f"}
@@ -62,39 +62,6 @@ def default_env_file_settings() -> EnvFileSettings:
         require_pod_binding=table["require-pod-binding"],
         pod_binding_engine=table["pod-binding-engine"] or "none",
     )
-
-
-# --- the path scheme -------------------------------------------------------------------------------------
-
-
-def checked_ids(device_ids: "Iterable[str]", command: str) -> list[str]:
-    """The sorted, distinct device ids a name is made from; none, an empty one or one with a newline or NUL
-    is a usage error naming ``command``."""
-    ids = sorted(set(device_ids))
-    if not ids:
-        raise UsageError(f"{command}: at least one device id is required")
-    for device_id in ids:
-        if not device_id or "\n" in device_id or "\0" in device_id:
-            raise UsageError(f"{command}: a device id must be non-empty, without newline or NUL")
-    return ids
-
-
-def env_file_name(device_ids: "Iterable[str]", key: bytes | None = None) -> str:
-    """Return ``<name>.env``: the keyed name of the set of ids (``hook.producer.namekey``: HMAC-SHA256 under
-    the node's key, 32 hex digits), the same in any order, with any repetition; ``key`` None: the node's
-    key."""
-    from hook.producer.namekey import keyed_name, load_key
-
-    ids = checked_ids(device_ids, "env-file path")
-    return keyed_name(ids, key if key is not None else load_key()) + SUFFIX
-
-
-def env_file_path(device_ids: "Iterable[str]", directory: str | None = None, key: bytes | None = None) -> str:
-    """Return the env file's path for ``device_ids`` under ``directory`` (default: the first configured
-    ``[env-file] directories`` entry of a default node, ``/run/nvidia-env``)."""
-    if directory is None:
-        directory = default_env_file_settings().directories[0]
-    return os.path.join(directory, env_file_name(device_ids, key))
 
 
 # --- the writer ------------------------------------------------------------------------------------------

@@ -6,13 +6,14 @@ The key is 32 random bytes in a file, by default ``/var/lib/gpu-env-hook/alloc.k
 persistent storage, not ``/run``: kubelet checkpoints ``Allocate``'s answer (the name) across restarts, and
 every later ``PreStartContainer`` must compute the same name. The first producer to need it creates it: the
 bytes go into a private temporary file that is then linked to the name, so producers racing on first use all
-end with the
-one key that won the link. A key that is present is never replaced -- one that cannot be read, or is not
+end with the one key
+that won the link. A key that is present is never replaced -- one that cannot be read, or is not
 exactly 32 bytes, is refused, never regenerated (that would rename every allocation on the node).
 
-A name is the first 32 hex digits (128 bits) of HMAC-SHA256 (RFC 2104) over the sorted, distinct ids joined
-by newlines. The HMAC is computed here over the builtin SHA-256: ``hmac`` imports ``hashlib``, which loads
-OpenSSL, a quarter of a producer command's start.
+A name is the first 32 hex digits (128 bits) of HMAC-SHA256 (RFC 2104, the standard library's ``hmac``)
+over the sorted, distinct ids joined by newlines. ``hmac`` and ``hashlib`` are imported where a name is
+computed: they load OpenSSL (about 5 ms), which the producer commands that name nothing (``env-file write``,
+``check``) do without.
 """
 
 import os
@@ -21,44 +22,67 @@ from hook.util import envvars
 from hook.util.errors import UsageError
 from hook.util.safetext import os_reason
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 DEFAULT_PATH = "/var/lib/gpu-env-hook/alloc.key"
 KEY_BYTES = 32
 NAME_HEX_CHARS = 32
+SUFFIX = ".env"
 LEGACY_HEX_CHARS = 16  # unkeyed sha256 names written before the key (accepted during the migration)
-_BLOCK = 64
-_INNER = bytes(byte ^ 0x36 for byte in range(256))
-_OUTER = bytes(byte ^ 0x5C for byte in range(256))
-
-
-def _sha256(data: bytes) -> object:
-    """SHA-256 from the builtin implementation (hashlib would load OpenSSL)."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.11
-    except ImportError:  # pragma: no cover - 3.12 renamed it, other interpreters may lack it
-        from hashlib import sha256
-    return sha256(data)
-
-
-def hmac_sha256(key: bytes, message: bytes) -> bytes:
-    """HMAC-SHA256 of ``message`` under ``key`` (RFC 2104; tests compare it with the ``hmac`` module)."""
-    if len(key) > _BLOCK:
-        key = _sha256(key).digest()  # type: ignore[attr-defined]
-    key = key.ljust(_BLOCK, b"\0")
-    inner = _sha256(key.translate(_INNER) + message).digest()  # type: ignore[attr-defined]
-    digest: bytes = _sha256(key.translate(_OUTER) + inner).digest()  # type: ignore[attr-defined]
-    return digest
 
 
 def keyed_name(device_ids: list[str], key: bytes) -> str:
     """The name of a set of device ids (already sorted, distinct and checked) under ``key``."""
-    return hmac_sha256(key, "\n".join(device_ids).encode("utf-8", "surrogatepass")).hex()[:NAME_HEX_CHARS]
+    import hmac
+
+    message = "\n".join(device_ids).encode("utf-8", "surrogatepass")
+    return hmac.digest(key, message, "sha256").hex()[:NAME_HEX_CHARS]
 
 
 def legacy_name(device_ids: list[str]) -> str:
     """The unkeyed name written before the key: 16 hex digits of sha256 over the same text (the migration:
     specs and files named so are still read, listed, removed and collected)."""
-    digest: str = _sha256("\n".join(device_ids).encode("utf-8", "surrogatepass")).hexdigest()  # type: ignore[attr-defined]
-    return digest[:LEGACY_HEX_CHARS]
+    import hashlib
+
+    message = "\n".join(device_ids).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(message).hexdigest()[:LEGACY_HEX_CHARS]
+
+
+# --- the env-file path scheme -------------------------------------------------------------------------------
+
+
+def checked_ids(device_ids: "Iterable[str]", command: str) -> list[str]:
+    """The sorted, distinct device ids a name is made from; none, an empty one or one with a newline or NUL
+    is a usage error naming ``command``."""
+    ids = sorted(set(device_ids))
+    if not ids:
+        raise UsageError(f"{command}: at least one device id is required")
+    for device_id in ids:
+        if not device_id or "\n" in device_id or "\0" in device_id:
+            raise UsageError(f"{command}: a device id must be non-empty, without newline or NUL")
+    return ids
+
+
+def env_file_name(device_ids: "Iterable[str]", key: bytes | None = None) -> str:
+    """Return ``<name>.env``: the keyed name of the set of ids (HMAC-SHA256 under the node's key, 32 hex
+    digits), the same in any order, with any repetition; ``key`` None: the node's key."""
+    ids = checked_ids(device_ids, "env-file path")
+    return keyed_name(ids, key if key is not None else load_key()) + SUFFIX
+
+
+def env_file_path(device_ids: "Iterable[str]", directory: str | None = None, key: bytes | None = None) -> str:
+    """Return the env file's path for ``device_ids`` under ``directory`` (default: the first configured
+    ``[env-file] directories`` entry of a default node, ``/run/nvidia-env``)."""
+    if directory is None:
+        from hook.pipeline.config import default_settings
+
+        directory = default_settings()["env-file"]["directories"][0]
+    return os.path.join(directory, env_file_name(device_ids, key))
+
+
+# --- the key ---------------------------------------------------------------------------------------------
 
 
 def key_path() -> str:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from hook.commands.cli import build_app, build_default_config_toml, run_cli
 from hook.pipeline.config import default_settings
-from hook.producer.envfile import env_file_path
+from hook.producer.namekey import env_file_path
 
 HOOK = [sys.executable, "-I", "-m", "hook"]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="env files must be root-owned")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, env_settings
 
-from hook.producer.envfile import check_env_file, env_file_path
-from hook.producer.namekey import key_path, load_key
+from hook.producer.envfile import check_env_file
+from hook.producer.namekey import env_file_path, key_path, load_key
 
 WRITER = REPO / "docs" / "examples" / "go-env-file-writer" / "main.go"
 VALUES = {

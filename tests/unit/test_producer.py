@@ -21,13 +21,11 @@ from hook.pipeline.envfile import load_env_file_bytes, parse_env_file
 from hook.producer.envfile import (
     build_env_file,
     check_env_file,
-    env_file_name,
-    env_file_path,
     gc_env_files,
     quote_value,
     write_env_file,
 )
-from hook.producer.namekey import hmac_sha256, load_key
+from hook.producer.namekey import env_file_name, env_file_path, keyed_name, legacy_name, load_key
 from hook.util.errors import EnvFileError, UsageError
 
 VAR = "NVIDIA_ENV_FROM_FILE"
@@ -66,11 +64,23 @@ def test_two_keys_give_different_names() -> None:
     assert env_file_name(["gpu-0"], b"a" * 32) != env_file_name(["gpu-0"], b"b" * 32)
 
 
-@pytest.mark.parametrize("key", [b"", b"k", b"k" * 64, b"k" * 65, bytes(range(256))], ids=len)
-@pytest.mark.parametrize("message", [b"", b"a", b"x" * 200], ids=len)
-def test_hmac_is_rfc_2104(key: bytes, message: bytes) -> None:
-    """The HMAC over the builtin SHA-256 is the hmac module's, for short, block-sized and long keys."""
-    assert hmac_sha256(key, message) == hmac.new(key, message, "sha256").digest()
+@pytest.mark.parametrize(
+    ("ids", "key", "name"),
+    [
+        pytest.param(["gpu-0", "gpu-1"], bytes(range(32)), "b606b7c15a2833dfd2025fdfaf54f660", id="two-ids"),
+        pytest.param(["gpu-0"], b"k" * 65, "18b36cf22303dae2a7d51af3cd98ff9a", id="key-longer-than-a-block"),
+    ],
+)
+def test_keyed_names_are_stable(ids: list[str], key: bytes, name: str) -> None:
+    """Names are pinned: kubelet checkpoints the name Allocate answered, and every later PreStartContainer
+    (after an upgrade too) must compute the same one. HMAC-SHA256, first 32 hex digits."""
+    assert keyed_name(ids, key) == name
+    assert hmac.new(key, "\n".join(ids).encode(), "sha256").hexdigest()[:32] == name
+
+
+def test_legacy_names_are_stable() -> None:
+    """The unkeyed names written before the key are still recognised: 16 hex digits of SHA-256."""
+    assert legacy_name(["gpu-0", "gpu-1"]) == "4fb82653fcb77761"
 
 
 def test_key_created_once_0600_and_kept(tmp_path: Path) -> None:
@@ -533,8 +543,8 @@ def test_device_plugin_api_has_its_own_home_above_the_hook() -> None:
         "import sys, hook.pipeline.envfile as e; "
         "print(hasattr(e, 'write_env_file'), 'hook.producer.envfile' in sys.modules, 'hook.deviceplugin' in sys.modules); "
         "from hook.deviceplugin import write_env_file, env_file_path, check_env_file; "
-        "import hook.producer.envfile as p; "
-        "print(write_env_file is p.write_env_file, env_file_path is p.env_file_path, "
+        "import hook.producer.envfile as p, hook.producer.namekey as n; "
+        "print(write_env_file is p.write_env_file, env_file_path is n.env_file_path, "
         "check_env_file is p.check_env_file)"
     )
     proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
