@@ -222,7 +222,14 @@ WRITE = frozenset({"hook.util.atomicwrite"})
 # The env-file code (opening beneath the directory, the linear reader hook.pipeline.dotenvreader: no re, no typing),
 # loaded only when a container names a file.
 DOTENV_PARSER = frozenset(
-    {"hook.pipeline.envfile", "hook.util.beneath", "_stat", "hook.pipeline.dotenvreader", "hook.pipeline.pod"}
+    {
+        "hook.pipeline.envfile",
+        "hook.util.beneath",
+        "stat",
+        "_stat",
+        "hook.pipeline.dotenvreader",
+        "hook.pipeline.pod",
+    }
 )
 # Naming an allocation (``env-file path``, the CDI allocation commands): HMAC-SHA256 from the standard library,
 # which loads OpenSSL (~5 ms); no other producer command loads it.
@@ -296,7 +303,14 @@ PINNED = {
     | REQUEST
     | EXEC_CLI
     | WRITE
-    | {"hook.pipeline.handoff", "hook.pipeline.envfile", "hook.util.beneath", "_stat", "hook.pipeline.pod"},
+    | {
+        "hook.pipeline.handoff",
+        "hook.pipeline.envfile",
+        "hook.util.beneath",
+        "stat",
+        "_stat",
+        "hook.pipeline.pod",
+    },
     # CDI mode, the device's edits from a YAML spec (``nvidia-ctk cdi generate``'s default) whose decoded
     # document is in the spec cache: no YAML parser, the entry read by the C JSON scanner.
     "shim-cdi-yaml-cached": SHIM_CREATE | CDI,

@@ -5,8 +5,8 @@ Every refusal is an EnvFileError whose one line names the path, the line number 
 rule that failed: never any content of the file.
 """
 
-import _stat as stat
 import posix
+import stat
 
 from hook.pipeline import pod
 from hook.pipeline.config import is_env_name

@@ -6,8 +6,8 @@ relative to its parent with O_NOFOLLOW, so no symlink is followed anywhere below
 device is ever opened. Every refusal is an EnvFileError whose one line names the (escaped) path.
 """
 
-import _stat as stat
 import posix
+import stat
 
 from hook.util import paths
 from hook.util.errors import EnvFileError, EnvFileMissingError
