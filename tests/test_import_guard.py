@@ -216,7 +216,7 @@ DEVICES = frozenset({"hook.pipeline.devices"})  # hook.cdi.names only for a CDI 
 REQUEST = frozenset({"hook.pipeline.request"})
 # NVIDIA_REQUIRE_* (or a legacy CUDA_VERSION image): the requirement parser, only for an image that has one.
 REQUIREMENTS = frozenset({"hook.pipeline.requirements"})
-EXEC_CLI = frozenset({"hook.util.log", "hook.pipeline.mode", "hook.pipeline.nvcli"})
+EXEC_CLI = frozenset({"hook.util.log", "hook.pipeline.nvcli"})
 # Rewriting config.json (or writing an env file): the atomic writer, only for a file that is written.
 WRITE = frozenset({"hook.util.atomicwrite"})
 # The env-file code (opening beneath the directory, the linear reader hook.pipeline.dotenvreader: no re, no typing),

@@ -437,7 +437,7 @@ def build_resolve_document(
         document["outcome"] = "cdi"
         return document
 
-    from hook.pipeline.mode import DIRECT_INVOCATION_MESSAGE, resolve_mode
+    from hook.pipeline.nvcli import DIRECT_INVOCATION_MESSAGE, resolve_mode
 
     resolved, _ = resolve_mode(settings.mode, request.devices)
     document["mode"] = {

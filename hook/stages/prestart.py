@@ -167,8 +167,7 @@ def run_prestart(
 
         if was_injected(resolution.spec.document):  # the shim or precreate stage handed the devices over
             return 0
-    from hook.pipeline.mode import check_mode
-    from hook.pipeline.nvcli import exec_cli
+    from hook.pipeline.nvcli import check_mode, exec_cli
 
     check_mode(
         settings.mode, request.devices, skip=settings.skip_mode_detection, device_mode=settings.device_mode

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from hook.__main__ import USAGE
-from hook.pipeline.mode import DIRECT_INVOCATION_MESSAGE
+from hook.pipeline.nvcli import DIRECT_INVOCATION_MESSAGE
 
 ROOT = "/var/run/nvidia-container-devices"
 AUTO = "Auto-detected mode as 'legacy'"

@@ -24,7 +24,7 @@ NOBODY = 65534
 _RUN_AS_NOBODY = """
 import io, json, os, sys
 import hook.__main__, hook.stages.prestart, hook.pipeline.config, hook.pipeline.envfile, hook.pipeline.request, hook.pipeline.devices, hook.producer.envfile
-import hook.pipeline.mode, hook.pipeline.nvcli, hook.pipeline.requirements, hook.cdi
+import hook.pipeline.nvcli, hook.pipeline.requirements, hook.cdi
 os.setgroups([]); os.setgid({uid}); os.setuid({uid})
 config, bundle, env_file = sys.argv[1:4]
 sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({{"pid": 1, "bundle": bundle}}).encode()))

@@ -15,7 +15,7 @@ from conftest import MakeEnvFile
 
 from hook.pipeline.cdidevices import alloc_file_pins, cdi_device_names, resolve_cdi_spec
 from hook.pipeline.config import parse_config
-from hook.pipeline.mode import CDI_MODE_MESSAGE, DIRECT_INVOCATION_MESSAGE, check_mode
+from hook.pipeline.nvcli import CDI_MODE_MESSAGE, DIRECT_INVOCATION_MESSAGE, check_mode
 from hook.stages.precreate import resolve_precreate
 from hook.stages.shim import resolve_spec
 from hook.util.errors import CdiError, ConfigError, RequestError

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from hook.pipeline import mode
-from hook.pipeline.mode import DIRECT_INVOCATION_MESSAGE, check_mode, resolve_mode
+from hook.pipeline import nvcli
+from hook.pipeline.nvcli import DIRECT_INVOCATION_MESSAGE, check_mode, resolve_mode
 from hook.util.errors import RequestError
 
 
@@ -61,7 +61,7 @@ def test_check_mode_refuses(
     configured: str, devices: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A mode other than legacy is refused with upstream's message and no mode line first."""
-    monkeypatch.setattr(mode, "detect_platform_mode", lambda: "legacy")
+    monkeypatch.setattr(nvcli, "detect_platform_mode", lambda: "legacy")
     with pytest.raises(RequestError, match=rf"^{re.escape(DIRECT_INVOCATION_MESSAGE)}$"):
         check_mode(configured, devices, skip=False)
     assert capsys.readouterr().err == ""
@@ -78,7 +78,7 @@ def test_check_mode_logs_legacy(
     configured: str, line: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A legacy mode passes and its line goes to stderr."""
-    monkeypatch.setattr(mode, "detect_platform_mode", lambda: "legacy")
+    monkeypatch.setattr(nvcli, "detect_platform_mode", lambda: "legacy")
     check_mode(configured, ["0"], skip=False)
     assert capsys.readouterr().err == line
 
@@ -110,17 +110,17 @@ def test_detect_platform_mode(
     tegra: bool, nvml: bool, expected: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tegra without NVML is csv; everything else this hook can tell is legacy."""
-    monkeypatch.setattr(mode, "_has_tegra_files", lambda: tegra)
-    monkeypatch.setattr(mode, "_can_load", lambda library: nvml and library == "libnvidia-ml.so.1")
-    assert mode.detect_platform_mode() == expected
+    monkeypatch.setattr(nvcli, "_has_tegra_files", lambda: tegra)
+    monkeypatch.setattr(nvcli, "_can_load", lambda library: nvml and library == "libnvidia-ml.so.1")
+    assert nvcli.detect_platform_mode() == expected
 
 
 def test_detect_platform_mode_here() -> None:
     """The test machine (no Tegra, no GPU) is a legacy host."""
-    assert mode.detect_platform_mode() == "legacy"
+    assert nvcli.detect_platform_mode() == "legacy"
 
 
 def test_can_load() -> None:
     """A library the loader cannot find is reported as not loadable."""
-    assert mode._can_load("libdoes-not-exist-gpu-env-hook.so.1") is False
-    assert mode._can_load("libc.so.6") is True
+    assert nvcli._can_load("libdoes-not-exist-gpu-env-hook.so.1") is False
+    assert nvcli._can_load("libc.so.6") is True
