@@ -220,7 +220,8 @@ EXEC_CLI = frozenset({"hook.util.log", "hook.pipeline.nvcli"})
 # Rewriting config.json (or writing an env file): the atomic writer, only for a file that is written.
 WRITE = frozenset({"hook.util.atomicwrite"})
 # The env-file code (opening beneath the directory, the linear reader hook.pipeline.dotenvreader: no re, no typing),
-# loaded only when a container names a file.
+# loaded only when a container names a file; hook.pipeline.pod too for a file with a pin key, or when
+# [env-file] require-pod-binding is set.
 DOTENV_PARSER = frozenset(
     {
         "hook.pipeline.envfile",
@@ -228,7 +229,6 @@ DOTENV_PARSER = frozenset(
         "stat",
         "_stat",
         "hook.pipeline.dotenvreader",
-        "hook.pipeline.pod",
     }
 )
 # Naming an allocation (``env-file path``, the CDI allocation commands): HMAC-SHA256 from the standard library,
@@ -309,7 +309,6 @@ PINNED = {
         "hook.util.beneath",
         "stat",
         "_stat",
-        "hook.pipeline.pod",
     },
     # CDI mode, the device's edits from a YAML spec (``nvidia-ctk cdi generate``'s default) whose decoded
     # document is in the spec cache: no YAML parser, the entry read by the C JSON scanner.

@@ -8,7 +8,6 @@ rule that failed: never any content of the file.
 import posix
 import stat
 
-from hook.pipeline import pod
 from hook.pipeline.config import is_env_name
 from hook.util import envvars
 from hook.util.beneath import describe_mode, open_beneath, refuse, trust_problem
@@ -207,6 +206,10 @@ def resolve_binding(
     annotations of ``engine`` (``[env-file] pod-binding-engine``); podman, docker and ``none`` have no
     annotation a pin can be checked against, so a pinned file is refused there.
     """
+    if not pins and not required:
+        return False  # no pin key at all: nothing to judge, and the pod rules stay unloaded
+    from hook.pipeline import pod
+
     problem = pod.pin_error(pins)
     if problem is not None:
         raise refuse(path, problem)
