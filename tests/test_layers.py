@@ -33,6 +33,7 @@ LEVELS = {
     "hook.commands": 6,
     "hook.__main__": 7,
     "hook.deviceplugin": 7,
+    "hook.shim": 7,  # the shim's pre-layout entry name, for runtime wrappers of earlier versions
 }
 LEAVES = ("hook", "hook.launcher")  # import nothing of the package
 

@@ -151,3 +151,40 @@ def test_an_entry_that_cannot_be_imported_is_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr == f"gpu-env-hook: cannot load gpu-env-hook from {lib}: broken entry\n".encode()
+
+
+# The launch code runtime wrappers carried before the layout (ed2f726), as build_code wrote it then; `lib` is
+# filled in. During an upgrade such a wrapper can start against the new tree for the milliseconds between
+# `current`'s switch and the wrappers' rewrite.
+PRE_LAYOUT_RUNTIME_CODE = """\
+# gpu-env-hook launch
+import sys
+failed = "gpu-env-runtime: cannot load gpu-env-hook from {lib}: "
+try:
+    import posix
+    lib = {lib!r}
+    sys.path[:0] = [lib]
+    try:
+        from hook import run
+    except ImportError:  # a package from before hook.run
+        from hook.shim import main
+        run = lambda *_, **call: sys.exit(main(**call))
+except Exception as err:
+    sys.stderr.write(failed + " ".join(str(err).split()) + "\\n")
+    raise SystemExit(1)
+run(lib, "hook.shim", failed, runtime="/usr/sbin/runc")
+"""
+
+
+def test_a_pre_layout_runtime_wrapper_still_starts_the_shim(tmp_path: Path) -> None:
+    """An earlier version's runtime wrapper, run against this tree, reaches the shim (its probe answers)
+    instead of failing with 'cannot load'."""
+    code = PRE_LAYOUT_RUNTIME_CODE.format(lib=str(make_lib(tmp_path)))
+    proc = subprocess.run(
+        [sys.executable, *PYTHON_FLAGS, "-c", code],
+        capture_output=True,
+        env={"GPU_ENV_RUNTIME_PROBE": "42", "PATH": "/usr/bin:/bin"},
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"gpu-env-runtime probe 42\n", b"")
