@@ -80,14 +80,21 @@ class CommandFailedError(RuntimeError):
     """A timed process exited with a non-zero status: the benchmark would measure a failure path."""
 
 
-def run_once(command: Command) -> float:
+# One process, or several run one after the other and timed as one (a container's create, kill, delete).
+Steps = Command | Sequence[Command]
+
+
+def run_once(command: Steps) -> float:
     """Spawn ``command`` once and return its wall time in seconds; raise if it exits non-zero."""
     return run_measured(command)[0]
 
 
-def run_measured(command: Command) -> tuple[float, float]:
-    """Spawn ``command`` once; return its wall time and its CPU time (user + system, the process and what
-    it exec'd) in seconds; raise if it exits non-zero."""
+def run_measured(command: Steps) -> tuple[float, float]:
+    """Spawn ``command`` once (each of its steps in turn); return its wall time and its CPU time (user +
+    system, the process and what it exec'd) in seconds, summed over the steps; raise if one exits non-zero."""
+    if not isinstance(command, Command):
+        times = [run_measured(step) for step in command]
+        return sum(wall for wall, _ in times), sum(cpu for _, cpu in times)
     if command.prepare is not None:
         command.prepare()
     stdin_fd = os.open(command.stdin_path or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -118,8 +125,8 @@ def run_measured(command: Command) -> tuple[float, float]:
 
 def compare(
     name: str,
-    command: Command,
-    baseline: Command,
+    command: Steps,
+    baseline: Steps,
     *,
     runs: int,
     warmup: int = 3,
@@ -131,7 +138,7 @@ def compare(
         run_once(baseline)
     times: dict[str, list[float]] = {"command": [], "baseline": [], "command_cpu": [], "baseline_cpu": []}
 
-    def run(which: str, what: Command) -> None:
+    def run(which: str, what: Steps) -> None:
         wall, cpu = run_measured(what)
         times[which].append(wall)
         times[which + "_cpu"].append(cpu)
