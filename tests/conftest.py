@@ -24,6 +24,21 @@ os.environ.setdefault(
 )
 
 TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_spec_cache_on_the_host() -> Any:
+    """No test may leave the decoded-spec cache at its node path (/run/gpu-env-hook): a config in CDI mode
+    names a scratch ``[gpu-env.cdi] spec-cache``. Checked once, after the whole session."""
+    from hook.util.paths import RUN_DIR
+
+    there = Path(RUN_DIR).exists()
+    yield
+    assert there or not Path(RUN_DIR).exists(), (
+        f"a test created {RUN_DIR}: give its config a scratch spec-cache"
+    )
+
+
 STANDIN_CLI = TESTS / "standin" / "nvidia-container-cli"
 HOOK = [sys.executable, "-I", "-m", "hook"]
 REPO = TESTS.parent
