@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envfile_shapes import SHAPES, print_parse_table
-from installed import Installed, enter_namespace, scratch_install
+from installed import BENCH_PYTHON, Installed, base_interpreter, enter_namespace, scratch_install
 from timing import Command, Comparison, compare, format_header, format_row
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -421,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = " ".join("<code>" if "\n" in arg else arg for arg in installed.hook_command("prestart"))
         print(f"hook:     {shown}   (the oci-hooks.d entry install wrote; cwd = bundle, state on stdin)")
         print(f"floor:    {' '.join(floor.argv)}")
+        print(f"python:   a copy of {base_interpreter()} ({BENCH_PYTHON} picks another)")
         print(f"runs: {args.runs} of each, alternating, after {args.warmup} warm-up pairs; cli = /bin/true;"
               " judged: median of per-pair ratios\n")  # fmt: skip
         print(format_header())

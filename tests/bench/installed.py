@@ -27,6 +27,8 @@ from pathlib import Path
 from hook.util.paths import HOOK_JSON_NAME, LIBEXEC_DIR, OCI_HOOKS_DIRS, runtime_wrapper
 
 NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
+# The base interpreter to install for, when not the one running the benchmark (``base_interpreter``).
+BENCH_PYTHON = "GPU_ENV_HOOK_BENCH_PYTHON"
 # Node directories install may write below, that a scratch root can stand in for inside the namespace.
 BINDABLE = ("opt",)
 # The clean interpreter's directory below /opt on the scratch node.
@@ -59,8 +61,14 @@ def enter_namespace() -> None:
     os.execvpe("unshare", argv, env)
 
 
+def base_interpreter() -> str:
+    """The interpreter the benchmarks install for: ``GPU_ENV_HOOK_BENCH_PYTHON`` (e.g. a node's
+    ``/usr/bin/python3``), else the base interpreter of the one running the benchmark."""
+    return os.environ.get(BENCH_PYTHON) or str(getattr(sys, "_base_executable", sys.executable))
+
+
 def make_clean_python(venv: Path, base: str | None = None) -> str:
-    """Build a pip-less venv of ``base`` (default: this interpreter's base) holding copies of hook/ and
+    """Build a pip-less venv of ``base`` (default: ``base_interpreter``) holding copies of hook/ and
     dotenv/ at ``venv``; return its python. The interpreter is a copy (``--copies``), not a link out of the
     directory: placed beneath a scratch root, it is there for ``install`` as a node's interpreter is
     (install byte-compiles the tree with it)."""
@@ -68,7 +76,7 @@ def make_clean_python(venv: Path, base: str | None = None) -> str:
 
     import hook
 
-    base_python = base or str(getattr(sys, "_base_executable", sys.executable))
+    base_python = base or base_interpreter()
     subprocess.run([base_python, "-m", "venv", "--without-pip", "--copies", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
