@@ -212,11 +212,11 @@ STAGE = frozenset(
 )
 # Parsed settings (plain slotted classes, the TOML subset reader) and the env-file rules.
 SETTINGS = frozenset({"hook.pipeline.config", "hook.util.tomlsubset"})
-DEVICES = frozenset({"hook.pipeline.devices"})  # hook.cdi.names only for a CDI name or mount request
+# The request: devices, capabilities, MIG (hook.cdi.names only for a CDI name or mount request).
 REQUEST = frozenset({"hook.pipeline.request"})
 # NVIDIA_REQUIRE_* (or a legacy CUDA_VERSION image): the requirement parser, only for an image that has one.
 REQUIREMENTS = frozenset({"hook.pipeline.requirements"})
-EXEC_CLI = frozenset({"hook.util.log", "hook.pipeline.nvcli"})
+EXEC_CLI = frozenset({"hook.pipeline.nvcli"})
 # Rewriting config.json (or writing an env file): the atomic writer, only for a file that is written.
 WRITE = frozenset({"hook.util.atomicwrite"})
 # The env-file code (opening beneath the directory, the linear reader hook.pipeline.dotenvreader: no re, no typing),
@@ -258,13 +258,12 @@ SHIM_CREATE = (
     | SPEC
     | STAGE - {"hook.__main__"}
     | SETTINGS
-    | DEVICES
+    | REQUEST
     | DOTENV_PARSER
     | WRITE
     | {
         "hook.stages.shim",
         "hook.pipeline.specenv",
-        "hook.util.log",
         "hook.pipeline.handoff",
         "hook.launcher",
     }
@@ -284,9 +283,9 @@ CDI = frozenset(
 )
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
-    "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI,
-    "cuda-requirement": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | REQUIREMENTS | EXEC_CLI,
-    "env-file": ENTRY | SPEC | STAGE | SETTINGS | DEVICES | REQUEST | EXEC_CLI | DOTENV_PARSER | WRITE,
+    "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | REQUEST | EXEC_CLI,
+    "cuda-requirement": ENTRY | SPEC | STAGE | SETTINGS | REQUEST | REQUIREMENTS | EXEC_CLI,
+    "env-file": ENTRY | SPEC | STAGE | SETTINGS | REQUEST | EXEC_CLI | DOTENV_PARSER | WRITE,
     "precreate": ENTRY
     | SPEC
     | STAGE
@@ -299,7 +298,6 @@ PINNED = {
     | SPEC
     | STAGE
     | SETTINGS
-    | DEVICES
     | REQUEST
     | EXEC_CLI
     | WRITE

@@ -174,7 +174,7 @@ def _cdi_devices(
     no spec defines, or another pod's allocation, is refused). containerd >= 2.1 is given their names;
     containerd 2.0, which ignores names, their edits. Returns the variables to set."""
     from hook.pipeline.cdidevices import cdi_device_names, inject_requested
-    from hook.pipeline.devices import resolve_devices
+    from hook.pipeline.request import resolve_devices
 
     devices = resolve_devices(
         env,

@@ -106,7 +106,7 @@ def inject_devices(
     if names:
         registry = load_registry(cdi.spec_dirs, cache=cdi.spec_cache)
         if registry.skipped:
-            from hook.util.log import warning
+            from hook.util.safetext import warning
 
             for path in registry.skipped:
                 warning(f"{registry.errors[path][0]}; skipped")
@@ -170,11 +170,11 @@ def resolve_cdi_spec(
 ) -> dict[str, object] | None:
     """Decide a checked config.json whose env file is merged: the edited spec, or None for no GPU request.
 
-    The request is read as the hook reads it (``hook.pipeline.devices.resolve_devices``): device-list mounts
+    The request is read as the hook reads it (``hook.pipeline.request.resolve_devices``): device-list mounts
     when accepted, the variables behind the unprivileged gate, variables from a pinned env file trusted.
     """
     from hook.pipeline.bundle import parse_env, process_env, resolve_privileged, spec_mounts
-    from hook.pipeline.devices import resolve_devices
+    from hook.pipeline.request import resolve_devices
 
     trusted = frozenset(env_file.values) if env_file is not None and env_file.pinned else frozenset()
     devices = resolve_devices(

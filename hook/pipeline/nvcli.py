@@ -5,9 +5,9 @@ that replaces the hook."""
 import posix
 import sys
 
-from hook.util import log, paths
+from hook.util import paths
 from hook.util.errors import ExecError, RequestError
-from hook.util.safetext import os_reason
+from hook.util.safetext import info, os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def check_mode(configured: str, devices: list[str], *, skip: bool, device_mode: 
     mode, line = resolve_mode(configured, devices)
     if mode != "legacy":
         raise RequestError(DIRECT_INVOCATION_MESSAGE)
-    log.info(line)
+    info(line)
 
 
 def detect_platform_mode() -> str:

@@ -336,7 +336,7 @@ def resolve_spec(
 
     from hook.pipeline.bundle import resolve_privileged
     from hook.pipeline.config import parse_config
-    from hook.pipeline.devices import resolve_devices
+    from hook.pipeline.request import resolve_devices
     from hook.pipeline.specenv import merge_spec_env
 
     settings = parse_config(config_text, source=source, engine=engine)

@@ -1,5 +1,6 @@
-"""Tenant-controlled text made safe for a one-line message, and JSON values and decoding errors named
-without quoting them: pure functions, no classes.
+"""Tenant-controlled text made safe for a one-line message, JSON values and decoding errors named without
+quoting them, and the two diagnostic line shapes upstream prints on stderr (``info``: Go's ``log``;
+``warning``: logrus): functions, no classes.
 
 Every value or name a container, image or pod annotation can choose goes through :func:`escape` before it
 reaches a message, and every message goes through it again as a whole (``HookError.__str__`` in
@@ -7,6 +8,9 @@ reaches a message, and every message goes through it again as a whole (``HookErr
 line or send a terminal control sequence. The error classes (``hook.util.errors``) build their messages
 from these; every module that raises one imports its class at the top, like any other name.
 """
+
+import sys
+import time
 
 ESCAPE_LIMIT = 256
 LINE_LIMIT = 4096
@@ -96,3 +100,18 @@ def decode_error_reason(err: Exception) -> str:
     if isinstance(msg, str) and lineno is not None:
         return f"{msg} at line {lineno} column {colno}"
     return type(err).__name__
+
+
+# --- diagnostics on stderr --------------------------------------------------------------------------------
+
+
+def info(message: str) -> None:
+    """Print a plain line, as Go's ``log.Printf`` with no flags does."""
+    sys.stderr.write(escape(message, LINE_LIMIT) + "\n")
+
+
+def warning(message: str) -> None:
+    """Print a logrus-style text warning: ``time="…" level=warning msg="…"``."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    escaped = escape(message, LINE_LIMIT).replace("\\", "\\\\").replace('"', '\\"')
+    sys.stderr.write(f'time="{stamp}" level=warning msg="{escaped}"\n')

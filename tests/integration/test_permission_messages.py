@@ -23,7 +23,7 @@ NOBODY = 65534
 # Import everything the prestart stage and the checker import, drop to nobody, then run them.
 _RUN_AS_NOBODY = """
 import io, json, os, sys
-import hook.__main__, hook.stages.prestart, hook.pipeline.config, hook.pipeline.envfile, hook.pipeline.request, hook.pipeline.devices, hook.producer.envfile
+import hook.__main__, hook.stages.prestart, hook.pipeline.config, hook.pipeline.envfile, hook.pipeline.request, hook.producer.envfile
 import hook.pipeline.nvcli, hook.pipeline.requirements, hook.cdi
 os.setgroups([]); os.setgid({uid}); os.setuid({uid})
 config, bundle, env_file = sys.argv[1:4]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hook.pipeline.devices import (
+from hook.pipeline.request import (
     env_request,
     is_legacy_image,
     mount_devices,

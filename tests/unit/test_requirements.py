@@ -171,7 +171,7 @@ def test_requirements_disabled(value: str | None, disabled: bool) -> None:
 )
 def test_resolve_requirements(env: dict[str, str], expected: list[str]) -> None:
     """Every NVIDIA_REQUIRE_* value but JETPACK's, in env order, then a legacy image's cuda>=X.Y."""
-    from hook.pipeline.devices import is_legacy_image
+    from hook.pipeline.request import is_legacy_image
 
     assert resolve_requirements(env, legacy=is_legacy_image(env)) == expected
 
