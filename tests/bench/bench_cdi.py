@@ -38,7 +38,7 @@ from pathlib import Path
 
 from bench_hook import bench_dir, config_text
 from bench_shim import create_through_shim, make_bundle
-from installed import Installed, enter_namespace, scratch_install
+from installed import BENCH_PYTHON, Installed, base_interpreter, enter_namespace, scratch_install
 from timing import Command, Comparison, compare, format_header, format_row
 
 from hook.cdi import speccache
@@ -93,11 +93,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=20, help="timed runs of each side per case")
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
-    parser.add_argument(
-        "--python",
-        metavar="PATH",
-        help="the interpreter the node runs the shim with (install --python; default: this one's base)",
-    )
     return parser.parse_args(argv)
 
 
@@ -146,12 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             text += f'\n[gpu-env]\ndevice-mode = "cdi"\n\n[gpu-env.cdi]\nspec-dirs = ["{directory}"]\n'
             text += f'spec-cache = "{spec_cache(workdir, encoding)}"\n'
             (workdir / encoding).mkdir()
-            installs[encoding] = scratch_install(
-                workdir / encoding, text, runtime=RUNC, base_python=args.python
-            )
-        print(
-            f"python:   {installs['json'].python} (a venv of {args.python or getattr(sys, '_base_executable', sys.executable)})"
-        )
+            installs[encoding] = scratch_install(workdir / encoding, text, runtime=RUNC)
+        print(f"python:   a copy of {base_interpreter()} ({BENCH_PYTHON} picks another)")
         print(f"runtime:  {RUNC} --root {state_root}")
         print(f"judged:   median of per-pair ratios shim / runtime over {args.runs} pairs (no target)\n")
         print(format_header())
@@ -159,20 +150,24 @@ def main(argv: list[str] | None = None) -> int:
             bundle, pristine = make_bundle(
                 workdir, f"bundle-{encoding}-{cold}", ["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
             )
-            container = f"bench-cdi-{encoding}"
+            container = f"bench-cdi-{encoding}-{workdir.name}"  # unique per run: its cgroup too
             call = ["--root", str(state_root), "create", "--bundle", str(bundle), container]
             reset = resetter(
                 bundle, pristine, state_root, container, spec_cache(workdir, encoding) if cold else None
             )
-            check_create(installs[encoding], call, bundle, reset, ENGINE_ENV)
-            check_cache(workdir, encoding, spec_dirs[encoding], cold=cold)
-            shim = Command(argv=[installs[encoding].runtime_wrapper, *call], env=ENGINE_ENV, prepare=reset)
-            alone = Command(argv=[RUNC, *call], env=ENGINE_ENV, prepare=reset)
-            name = f"shim create, CDI, {case_name(encoding, cold)} vs runc"
-            result = compare(name, shim, alone, runs=args.runs, warmup=1, target=None)
+            try:
+                check_create(installs[encoding], call, bundle, reset, ENGINE_ENV)
+                check_cache(workdir, encoding, spec_dirs[encoding], cold=cold)
+                shim = Command(
+                    argv=[installs[encoding].runtime_wrapper, *call], env=ENGINE_ENV, prepare=reset
+                )
+                alone = Command(argv=[RUNC, *call], env=ENGINE_ENV, prepare=reset)
+                name = f"shim create, CDI, {case_name(encoding, cold)} vs runc"
+                result = compare(name, shim, alone, runs=args.runs, warmup=1, target=None)
+            finally:
+                reset()  # no container left behind, even when a check or a run failed
             results.append(result)
             print(format_row(result), flush=True)
-            reset()
         results += compare_with_nvidia(args, workdir, spec_dirs, installs, state_root)
     failed = [result.name for result in results if not result.passed]
     print(f"\nFAIL: over target: {'; '.join(failed)}" if failed else "")

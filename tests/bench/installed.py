@@ -67,16 +67,16 @@ def base_interpreter() -> str:
     return os.environ.get(BENCH_PYTHON) or str(getattr(sys, "_base_executable", sys.executable))
 
 
-def make_clean_python(venv: Path, base: str | None = None) -> str:
-    """Build a pip-less venv of ``base`` (default: ``base_interpreter``) holding copies of hook/ and
-    dotenv/ at ``venv``; return its python. The interpreter is a copy (``--copies``), not a link out of the
+def make_clean_python(venv: Path) -> str:
+    """Build a pip-less venv of ``base_interpreter()`` holding copies of hook/ and dotenv/ at ``venv``;
+    return its python. The interpreter is a copy (``--copies``), not a link out of the
     directory: placed beneath a scratch root, it is there for ``install`` as a node's interpreter is
     (install byte-compiles the tree with it)."""
     import dotenv
 
     import hook
 
-    base_python = base or base_interpreter()
+    base_python = base_interpreter()
     subprocess.run([base_python, "-m", "venv", "--without-pip", "--copies", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
@@ -112,14 +112,12 @@ def bind_node_dirs(root: Path) -> list[str]:
     return bound
 
 
-def scratch_install(
-    workdir: Path, config_text: str, *, runtime: str | None = None, base_python: str | None = None
-) -> Installed:
-    """Install for podman into ``workdir/root`` with a clean interpreter (a venv of ``base_python``, default
-    this one's base) at ``/opt/<NODE_PYTHON>`` on the node (beneath the root); return what engines would run."""
+def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = None) -> Installed:
+    """Install for podman into ``workdir/root`` with a clean interpreter (a venv of ``base_interpreter()``)
+    at ``/opt/<NODE_PYTHON>`` on the node (beneath the root); return what engines would run."""
     root = workdir / "root"
     node_python = f"/opt/{NODE_PYTHON}/bin/python"
-    python = make_clean_python(root / "opt" / NODE_PYTHON, base_python)
+    python = make_clean_python(root / "opt" / NODE_PYTHON)
     config = workdir / "config.toml"
     config.write_text(config_text, encoding="utf-8")
     (root / str(config.parent).lstrip("/")).mkdir(parents=True, exist_ok=True)
