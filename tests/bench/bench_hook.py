@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envfile_shapes import SHAPES, print_parse_table
-from installed import BENCH_PYTHON, Installed, base_interpreter, enter_namespace, scratch_install
+from installed import (
+    BENCH_PYTHON,
+    Installed,
+    base_interpreter,
+    enter_namespace,
+    scratch_install,
+    unbind_node_dirs,
+)
 from timing import Command, Comparison, compare, format_header, format_row
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -315,6 +322,7 @@ def bench_dir() -> Iterator[Path]:
         path.chmod(0o755)
         yield path
     finally:
+        unbind_node_dirs()
         shutil.rmtree(path, ignore_errors=True)
 
 

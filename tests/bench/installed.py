@@ -112,6 +112,17 @@ def bind_node_dirs(root: Path) -> list[str]:
     return bound
 
 
+def unbind_node_dirs() -> None:
+    """Inside the namespace, take every scratch copy ``bind_node_dirs`` put at a node path off it again (a
+    second install binds over the first): a bound scratch directory cannot be removed while it is bound."""
+    if not os.environ.get(NAMESPACE_MARK):
+        return
+    for name in BINDABLE:
+        while subprocess.run(["mountpoint", "-q", "/" + name], check=False).returncode == 0:
+            if subprocess.run(["umount", "/" + name], check=False).returncode != 0:
+                break
+
+
 def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = None) -> Installed:
     """Install for podman into ``workdir/root`` with a clean interpreter (a venv of ``base_interpreter()``)
     at ``/opt/<NODE_PYTHON>`` on the node (beneath the root); return what engines would run."""
