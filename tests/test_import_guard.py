@@ -311,6 +311,11 @@ PINNED = {
     # CDI mode, the device's edits from a YAML spec (``nvidia-ctk cdi generate``'s default) whose decoded
     # document is in the spec cache: no YAML parser, the entry read by the C JSON scanner.
     "shim-cdi-yaml-cached": SHIM_CREATE | CDI,
+    # The same device named by the container itself: no env file, so none of the env-file code (the spec
+    # files' trust check still opens them with hook.util.beneath's rules).
+    "shim-cdi-yaml-cached-no-env-file": SHIM_CREATE - DOTENV_PARSER
+    | CDI
+    | {"hook.util.beneath", "stat", "_stat"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | {"hook.stages", "hook.stages.shim", "hook.util.tomlsubset"},
     "producer-path": PRODUCER | HASHLIB,
@@ -369,6 +374,7 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
         "non-gpu": ["PATH=/bin", "HOSTNAME=x"],
         "nvidia-visible-devices": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"],
         "cuda-requirement": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=11.0"],
+        "shim-cdi-yaml-cached-no-env-file": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"],
     }.get(name, ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void", f"NVIDIA_ENV_FROM_FILE={env_file}"])
     bundle = make_bundle(env)
     state = json.dumps({"pid": 1, "bundle": str(bundle)}).encode()
@@ -380,7 +386,7 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
         argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "c1"]
         return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.stages.shim", env=shim_env)
     if name.startswith("shim-cdi-"):
-        spec_file, cache = cdi_node(tmp_path, config, cached=name.endswith("-cached"))
+        spec_file, cache = cdi_node(tmp_path, config, cached="-cached" in name)
         argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "c1"]
         modules, execed = run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.stages.shim", env=shim_env)
         edited = json.loads((bundle / "config.json").read_text())

@@ -43,10 +43,13 @@ def merge_spec_env(
     The entries come back unchanged (and the file as None) when the spec names none, or a missing one
     that the configuration ignores. A refused file raises ``EnvFileError``.
     """
+    entries = process_env(document)
+    env = parse_env(entries)
+    if not env.get(settings.variable):  # names no file: the env-file code stays unloaded
+        return None, entries
     from hook.pipeline.envfile import merge_env, resolve_env_file
 
-    entries = process_env(document)
-    env_file = resolve_env_file(parse_env(entries), annotations, settings)
+    env_file = resolve_env_file(env, annotations, settings)
     if env_file is None:
         return None, entries
     return env_file, merge_env(entries, env_file.values)
