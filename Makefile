@@ -30,8 +30,11 @@ unit: $(VENV_STAMP)
 integration: $(VENV_STAMP)
 	$(PY) -m pytest -q -m integration
 
-## bench: every performance figure against its target (the installed hook, shim and producer commands)
+## bench: every performance figure against its target (the installed hook, shim and producer commands), with
+## the interpreter a node runs them with: install and the DaemonSet default to /usr/bin/python3 (when there)
+BENCH_PYTHON ?= $(wildcard /usr/bin/python3)
 bench: $(VENV_STAMP)
+	export GPU_ENV_HOOK_BENCH_PYTHON=$(BENCH_PYTHON); \
 	$(PY) tests/bench/bench_hook.py; a=$$?; $(PY) tests/bench/bench_shim.py; b=$$?; \
 	$(PY) tests/bench/bench_cdi.py; c=$$?; exit $$((a | b | c))
 
