@@ -22,6 +22,7 @@ from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
 from conftest import REPO, MakeBundle, MakeConfig, MakeEnvFile
 
 from hook.cdi import speccache
+from hook.producer.namekey import load_key
 
 # sys.path of the installed hook: the package's directory and python-dotenv's, nothing from the caller.
 PACKAGE_PATH = [str(REPO), str(Path(dotenv.__file__).resolve().parent.parent)]
@@ -318,7 +319,7 @@ PINNED = {
     | {"hook.util.beneath", "stat", "_stat"},
     # The config names the runtime: read with the TOML subset reader.
     "shim-state": ENTRY | OS | {"hook.stages", "hook.stages.shim", "hook.util.tomlsubset"},
-    "producer-path": PRODUCER | HASHLIB,
+    "producer-path": PRODUCER - OS | HASHLIB | {"stat", "_stat"},
     "producer-write": PRODUCER | PRODUCER_RULES | WRITE,
     "producer-check": PRODUCER | PRODUCER_RULES | DOTENV_PARSER,
     # The NRI backstop (every container of a node using the NRI plugin): config.json read, not decoded
@@ -394,6 +395,7 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
         assert (cache / str(speccache.entry_name(str(spec_file)))).is_file()
         return modules, execed
     if name.startswith("producer-"):
+        load_key()  # the node's naming key exists after the first name: the steady state is pinned
         command = {
             "producer-path": ["path", "gpu-1", "gpu-0"],
             "producer-write": ["write", str(env_dir / "w.env"), "NVIDIA_VISIBLE_DEVICES=0", "--pod-uid", "p"],

@@ -9,9 +9,9 @@ very functions the typer commands in ``hook.commands.cli`` run (``write_command`
 (returns None), so help and usage errors stay typer's own, defined once in ``hook.commands.cli``.
 """
 
-import os
 import sys
 
+from hook.util import paths
 from hook.util.errors import HookError, describe_os_error
 
 TYPE_CHECKING = False
@@ -101,7 +101,7 @@ def run_env_file(args: list[str], *, config: str | None) -> int | None:
                 container=options.get("--container"),
                 pod_namespace=options.get("--pod-namespace"),
                 pod_name=options.get("--pod-name"),
-                colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"),
+                colour=sys.stdout.isatty() and not paths.environ().get("NO_COLOR"),
                 engine=options.get("--engine"),
             )
             code = 0 if ok else 1
@@ -125,7 +125,7 @@ def load_settings(config: str | None, engine: str | None = None) -> "Settings":
     it)."""
     from hook.pipeline.config import load_node_settings
 
-    return load_node_settings(config, os.environ, engine=engine)
+    return load_node_settings(config, paths.environ(), engine=engine)
 
 
 # --- the commands (hook.commands.cli's typer commands call these too) ---------------------------------------

@@ -46,12 +46,10 @@ def find_config_path(flag: str | None, environ: "dict[str, str] | os._Environ[st
 def installed_engines(root: str = "/") -> tuple[str, ...]:
     """Return the engines ``install`` recorded on the node whose ``/`` is ``root`` (their install record is
     there), in the order install knows them."""
-    import os
-
     found = []
     for engine in INSTALL_ENGINES:
         record = paths.install_record(engine)
-        if os.path.isfile(record if root in ("", "/") else paths.join(root, record.lstrip("/"))):
+        if paths.isfile(record if root in ("", "/") else paths.join(root, record.lstrip("/"))):
             found.append(engine)
     return tuple(found)
 

@@ -16,9 +16,9 @@ computed: they load OpenSSL (about 5 ms), which the producer commands that name 
 ``check``) do without.
 """
 
-import os
+import posix
 
-from hook.util import envvars
+from hook.util import envvars, paths
 from hook.util.errors import UsageError
 from hook.util.safetext import os_reason
 
@@ -79,7 +79,7 @@ def env_file_path(device_ids: "Iterable[str]", directory: str | None = None, key
         from hook.pipeline.config import default_settings
 
         directory = default_settings()["env-file"]["directories"][0]
-    return os.path.join(directory, env_file_name(device_ids, key))
+    return paths.join(directory, env_file_name(device_ids, key))
 
 
 # --- the key ---------------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def env_file_path(device_ids: "Iterable[str]", directory: str | None = None, key
 
 def key_path() -> str:
     """Where the key is: ``GPU_ENV_HOOK_NAME_KEY`` (set by whoever runs the producer) or the default."""
-    return os.environ.get(envvars.GPU_ENV_HOOK_NAME_KEY) or DEFAULT_PATH
+    return paths.environ().get(envvars.GPU_ENV_HOOK_NAME_KEY) or DEFAULT_PATH
 
 
 def load_key(path: str | None = None) -> bytes:
@@ -117,24 +117,24 @@ def _read_key(path: str) -> bytes:
     import stat
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = posix.open(path, posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_NONBLOCK | posix.O_CLOEXEC)
     except FileNotFoundError:
         raise
     except OSError as err:
         raise _refuse(path, f"cannot be read: {os_reason(err)}") from None
     try:
-        info = os.fstat(fd)
+        info = posix.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _refuse(path, "is not a regular file")
-        if info.st_uid not in (0, os.geteuid()):
+        if info.st_uid not in (0, posix.geteuid()):
             raise _refuse(path, f"must be owned by root (uid 0), is owned by uid {info.st_uid}")
         if info.st_mode & 0o077:
             raise _refuse(path, f"must be readable by its owner only (mode {stat.S_IMODE(info.st_mode):04o})")
-        data = os.read(fd, KEY_BYTES + 1)
+        data = posix.read(fd, KEY_BYTES + 1)
     except OSError as err:
         raise _refuse(path, f"cannot be read: {os_reason(err)}") from None
     finally:
-        os.close(fd)
+        posix.close(fd)
     if len(data) != KEY_BYTES:
         raise _refuse(path, f"holds {len(data)} bytes, not a {KEY_BYTES}-byte key")
     return data
@@ -143,6 +143,8 @@ def _read_key(path: str) -> bytes:
 def _create_key(path: str) -> None:
     """Write a new key into a private temporary file and link it to ``path``: the link fails when another
     producer linked its key first, and then that key is the one read."""
+    import os  # once per node: os.makedirs
+
     directory = os.path.dirname(path) or "."
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(6).hex()}")
     try:
