@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_hook import bench_dir, config_text
-from installed import Installed, enter_namespace, scratch_install
+from installed import BENCH_PYTHON, Installed, base_interpreter, enter_namespace, scratch_install
 from timing import Command, Comparison, compare, format_header, format_row
 
 TARGET = 1.3
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         create = Case("shim create, env file + hook vs runc create", [], target=None)
         print(f"shim:     {installed.runtime_wrapper} (the runtime wrapper install wrote)")
+        print(f"python:   a copy of {base_interpreter()} ({BENCH_PYTHON} picks another)")
         print(f"runtime:  {' '.join(runc)}")
         print(f"judged:   median of per-pair ratios shim / runtime over {args.runs} pairs\n")
         print(format_header())
