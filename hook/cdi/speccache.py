@@ -22,6 +22,7 @@ import posix
 
 from hook import __version__
 from hook.util import paths
+from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,9 +107,14 @@ def directory_problem(directory: str) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as err:
-        return f"cannot be inspected: {err.strerror}"
+        return f"cannot be inspected: {os_reason(err)}"
     if info.st_mode & 0o170000 != 0o040000:
         return "is not a directory"
+    return _untrusted(info)
+
+
+def _untrusted(info: posix.stat_result) -> str | None:
+    """Why a cache directory's owner or mode rules it out (the one check, for doctor and for every use)."""
     if info.st_uid != 0:
         return f"must be owned by root (uid 0), is owned by uid {info.st_uid}"
     if info.st_mode & 0o7777 != 0o700:
@@ -149,8 +155,7 @@ def _open_directory(directory: str, *, create: bool) -> int | None:
             return None
         _make_directories(directory)
         fd = posix.open(directory, _DIR_FLAGS)
-    info = posix.fstat(fd)
-    if info.st_uid != 0 or info.st_mode & 0o7777 != 0o700:
+    if _untrusted(posix.fstat(fd)) is not None:
         posix.close(fd)
         return None
     return fd
