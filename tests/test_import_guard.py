@@ -282,6 +282,11 @@ CDI = frozenset(
         "hook.pipeline.cdidevices",
     }
 )
+# The NRI backstop (every container of a node using the NRI plugin): config.json read, not decoded unless it
+# names the env-file variable; a handled container (the variable set empty) passes, having read the settings.
+BACKSTOP = frozenset(
+    {"hook.__main__", "hook.launcher", "hook.pipeline.specenv", "hook.nri", "hook.nri.backstop"}
+)
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | REQUEST | EXEC_CLI,
@@ -322,27 +327,8 @@ PINNED = {
     "producer-path": PRODUCER - OS | HASHLIB | {"stat", "_stat"},
     "producer-write": PRODUCER | PRODUCER_RULES | WRITE,
     "producer-check": PRODUCER | PRODUCER_RULES | DOTENV_PARSER,
-    # The NRI backstop (every container of a node using the NRI plugin): config.json read, not decoded
-    # unless it names the env-file variable; a handled container (the variable set empty) passes.
-    "backstop-plain": ENTRY
-    | SPEC
-    | {
-        "hook.__main__",
-        "hook.launcher",
-        "hook.pipeline.specenv",
-        "hook.nri",
-        "hook.nri.backstop",
-    },
-    "backstop-handled": ENTRY
-    | SPEC
-    | SETTINGS
-    | {
-        "hook.__main__",
-        "hook.launcher",
-        "hook.pipeline.specenv",
-        "hook.nri",
-        "hook.nri.backstop",
-    },
+    "backstop-plain": ENTRY | SPEC | BACKSTOP,
+    "backstop-handled": ENTRY | SPEC | SETTINGS | BACKSTOP,
 }
 ENV_FILE_CASES = (
     "env-file",

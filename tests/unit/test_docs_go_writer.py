@@ -43,22 +43,20 @@ def test_go_writer_output_reads_back_exactly(tmp_path: Path) -> None:
     """go run main.go ... -- KEY=VALUE...: our path, our checks pass, every value exact, the pod pin read."""
     directory = tmp_path / "nvidia-env"
     directory.mkdir(mode=0o755)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp_path),
-        "GOCACHE": str(tmp_path / "gocache"),
-        "GOPATH": str(tmp_path / "gopath"),
-        "GOFLAGS": "-mod=mod",
-        "GOPROXY": "off",  # standard library only: nothing to download
-        "CGO_ENABLED": "0",
-    }
     assignments = [f"{key}={value}" for key, value in VALUES.items()]
-    load_key()  # the node's key, made by gpu-env-hook on first use; the Go writer only reads it
-    proc = subprocess.run(
-        ["go", "run", str(WRITER), "-dir", str(directory), "-key", key_path(), "-pod-uid", "pod-1", "-container", "main",
-         "fake2", "fake0", "fake1", "fake0", "--", *assignments],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False,
-    )  # fmt: skip
+    proc = run_writer(
+        tmp_path,
+        "-pod-uid",
+        "pod-1",
+        "-container",
+        "main",
+        "fake2",
+        "fake0",
+        "fake1",
+        "fake0",
+        "--",
+        *assignments,
+    )
     assert proc.returncode == 0, proc.stderr
     path = proc.stdout.strip()
     assert path == env_file_path(["fake0", "fake1", "fake2"], str(directory))
@@ -75,22 +73,9 @@ def test_go_writer_pins_by_namespace_and_name(tmp_path: Path) -> None:
     """The Go writer pins a file by the pod's namespace and name (what pod-resources List() gives a plugin),
     names it with the node's key as we do, and writes it 0600."""
     directory = tmp_path / "nvidia-env"
-    directory.mkdir(mode=0o700)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp_path),
-        "GOCACHE": str(tmp_path / "gocache"),
-        "GOPATH": str(tmp_path / "gopath"),
-        "GOFLAGS": "-mod=mod",
-        "GOPROXY": "off",
-        "CGO_ENABLED": "0",
-    }
-    load_key()
-    proc = subprocess.run(
-        ["go", "run", str(WRITER), "-dir", str(directory), "-key", key_path(), "-pod-namespace", "ns",
-         "-pod-name", "web-0", "gpu-1", "--", "NVIDIA_VISIBLE_DEVICES=1"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False,
-    )  # fmt: skip
+    proc = run_writer(
+        tmp_path, "-pod-namespace", "ns", "-pod-name", "web-0", "gpu-1", "--", "NVIDIA_VISIBLE_DEVICES=1"
+    )
     assert proc.returncode == 0, proc.stderr
     path = proc.stdout.strip()
     assert path == env_file_path(["gpu-1"], str(directory))
@@ -112,10 +97,10 @@ def run_writer(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "GOCACHE": str(tmp_path / "gocache"),
         "GOPATH": str(tmp_path / "gopath"),
         "GOFLAGS": "-mod=mod",
-        "GOPROXY": "off",
+        "GOPROXY": "off",  # standard library only: nothing to download
         "CGO_ENABLED": "0",
     }
-    load_key()
+    load_key()  # the node's key, made by gpu-env-hook on first use; the Go writer only reads it
     return subprocess.run(
         ["go", "run", str(WRITER), "-dir", str(directory), "-key", key_path(), *args],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False,

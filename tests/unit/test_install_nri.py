@@ -8,34 +8,23 @@ config), and, for 1.7 (NRI off by default; no 1.7 build on this machine), a scri
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from engine_builds import containerd2
+from test_install_containerd import CRI, MAIN, PYTHON, V2_SYSTEMD
 
 from hook.install import InstallError, InstallOptions, write_install, write_uninstall
 from hook.install.nri import NRI_PLUGIN, UNIT_PATH, build_unit, parse_version
 from hook.util import paths
 
-PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
-CRI = "io.containerd.grpc.v1.cri"
-MAIN = "/etc/containerd/config.toml"
+# A containerd 1.x config with earlier settings of its own (the containerd install tests' fixture).
+V2 = V2_SYSTEMD
 BINARY = "/usr/bin/containerd"
-V2 = f"""\
-version = 2
-[plugins."{CRI}"]
-  sandbox_image = "registry.example.com/pause:3.9"
-  [plugins."{CRI}".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-    [plugins."{CRI}".containerd.runtimes.runc.options]
-      SystemdCgroup = true
-"""
 LINE_17 = "containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da"
 LINE_23 = "containerd github.com/containerd/containerd/v2 v2.3.4 db8809540e1a7a9da5d518876894933ff55692ab"
 
