@@ -41,6 +41,10 @@ REFUSAL_LOG_LIMIT = 256 * 1024
 _BOOL_FLAGS = ("debug", "version", "env-only", "no-color")
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+# The commands an engine (or containerd's NRI) runs. Anything after their word is ignored, as by upstream's
+# flag package, except a help word: then the usage on stdout, exit 0 (a person asked; no engine passes one).
+ENGINE_COMMANDS = ("prestart", "createRuntime", "poststart", "poststop", "precreate", "nri", "nri-backstop")
+HELP_WORDS = ("-h", "--h", "-help", "--help")
 
 USAGE = f"""\
 Usage of {PROG} (a drop-in for nvidia-container-runtime-hook):
@@ -143,6 +147,11 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
     if not rest:
         raise UsageError("no command given")
     command = rest[0]
+    if (command in ENGINE_COMMANDS and any(word in HELP_WORDS for word in rest[1:])) or (
+        command == "help" and len(rest) > 1 and rest[1] in ENGINE_COMMANDS
+    ):
+        sys.stdout.write(USAGE)  # for a person (`-h STAGE` before it is upstream's: print_help)
+        return 0
     if "no-color" in flags and command not in HUMAN_COMMANDS and command != "help":
         raise UsageError("flag provided but not defined: -no-color")  # the stages keep upstream's flag set
     if command in ("poststart", "poststop"):

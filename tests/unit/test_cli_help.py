@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from hook.__main__ import HUMAN_COMMANDS, USAGE, main
+from hook.__main__ import ENGINE_COMMANDS, HUMAN_COMMANDS, USAGE, main
 from hook.commands import cli
 from hook.commands.clihelp import COMMAND_ORDER, STAGES
 from hook.commands.envfile import columns
@@ -36,6 +36,7 @@ def hook(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     }
     return subprocess.run(
         [*HOOK, *args],
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -106,6 +107,42 @@ def test_help_before_a_stage_keeps_go_usage_on_stderr() -> None:
     """``-h prestart`` is upstream's flag package: the usage on stderr, exit 0."""
     proc = hook("-h", "prestart")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", USAGE)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        *(pytest.param([stage, "--help"], id=f"{stage}--help") for stage in ENGINE_COMMANDS),
+        *(pytest.param([stage, "-h"], id=f"{stage}-h") for stage in ENGINE_COMMANDS),
+        *(pytest.param(["help", stage], id=f"help-{stage}") for stage in ENGINE_COMMANDS),
+        pytest.param(["nri", "/run/nri.sock", "-help"], id="nri-socket-go-help"),
+        pytest.param(["-config", "/nonexistent.toml", "prestart", "--h"], id="prestart-flags-go-h"),
+        pytest.param(["nri-backstop", "extra", "--help"], id="nri-backstop-later-help"),
+    ],
+)
+def test_help_after_an_engine_command_prints_usage(args: list[str]) -> None:
+    """``STAGE --help`` (and ``-h``, Go's ``-help``/``--h``, ``help STAGE``) prints the usage on stdout and
+    exits 0 for every command an engine runs: no stdin read, no socket dialled, no config loaded."""
+    proc = hook(*args)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, USAGE, "")
+
+
+@pytest.mark.parametrize(
+    ("args", "same_as"),
+    [
+        pytest.param(["env-file", "write", "/x.env", "K=V", "--help"], "write", id="write-with-arguments"),
+        pytest.param(["env-file", "write", "--pod-uid", "u", "-h"], "write", id="write-after-option"),
+        pytest.param(["env-file", "path", "dev0", "--help"], "path", id="path-with-ids"),
+        pytest.param(["env-file", "check", "/x.env", "-h"], "check", id="check-with-file"),
+        pytest.param(["env-file", "gc", "--live", "u", "--help"], "gc", id="gc-with-live"),
+    ],
+)
+def test_help_through_the_producer_dispatch(args: list[str], same_as: str) -> None:
+    """A device plugin's commands, parsed without typer when plain, still give typer's help for ``-h``
+    wherever it stands, and exit 0."""
+    proc = hook(*args)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == hook("env-file", same_as, "--help").stdout
 
 
 def every_command(command: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
