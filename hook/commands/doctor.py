@@ -241,7 +241,7 @@ def check_cli(root: str, settings: Any) -> Check:
 def check_env_directory(root: str, directory: str) -> Check:
     """The env-file directory: exists, a real directory, root-owned, not group/world-writable, parents too."""
     name = f"env dir {directory}"
-    fix = f"mkdir -p {directory} && chown root:root {directory} && chmod 0755 {directory}"
+    fix = f"mkdir -p {directory} && chown root:root {directory} && chmod 0700 {directory}"
     path = under(root, directory)
     try:
         info = os.lstat(path)

@@ -41,10 +41,8 @@ install)
         exit 1
     fi
     # shellcheck disable=SC2086 # HOOK is a command line; INSTALL_ARGS holds several options
+    # install also creates the env-file directories (/run/nvidia-env: root's, 0700) when they are missing.
     $HOOK install --engine "$ENGINE" --root "$HOST" --python "$PY" $INSTALL_ARGS
-    # Where the device plugin writes env files (root-owned, not writable by others).
-    mkdir -p "$HOST/run/nvidia-env"
-    chmod 0755 "$HOST/run/nvidia-env"
     DONE="installed; stays installed when the pod stops"
     ;;
 uninstall)

@@ -70,12 +70,9 @@ def debian_root_tar(image: str, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def debian_node(tar: Path, where: Path) -> Path:
-    """Unpack the Debian node root at ``where``, with the directory the device plugin writes env files to and
-    a /proc."""
+    """Unpack the Debian node root at ``where``, with a /proc (install creates the env-file directory)."""
     where.mkdir()
     subprocess.run(["tar", "-xpf", str(tar), "-C", str(where), "--numeric-owner"], check=True, timeout=300)
-    (where / "run/nvidia-env").mkdir(parents=True, exist_ok=True)
-    (where / "run/nvidia-env").chmod(0o755)
     # The node's /proc as uninstall reads it (--proc /host/proc) to find containers still using the runtime
     # wrapper: only an init runs.
     (where / "proc/1").mkdir(parents=True)
@@ -202,6 +199,10 @@ def test_image_installs_upgrades_and_uninstalls_a_debian_node(
         (first,) = versions(node)
         assert (tree / "current").readlink() == Path(first)
         assert "gpu-env-runtime" in (node / "etc/containerd/config.toml").read_text()
+        # The env-file directory as install, tmpfiles.d and SECURITY.md say: root's, 0700.
+        env_dir = (node / "run/nvidia-env").lstat()
+        assert stat.S_ISDIR(env_dir.st_mode), env_dir
+        assert (stat.S_IMODE(env_dir.st_mode), env_dir.st_uid) == (0o700, 0)
         # The node's own Python runs what was installed (as the engines do, under the node's root).
         wrapper = subprocess.run(
             ["chroot", str(node), paths.HOOK_WRAPPER, "--version"],

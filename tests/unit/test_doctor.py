@@ -307,7 +307,10 @@ def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:
     break_env_dir(good_tree)
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
     assert result.exit_code == 1
-    assert "— mkdir -p /run/nvidia-env && chown root:root /run/nvidia-env && chmod 0755" in result.stdout
+    assert (
+        "— mkdir -p /run/nvidia-env && chown root:root /run/nvidia-env && chmod 0700 /run/nvidia-env"
+        in result.stdout
+    )
 
 
 @pytest.mark.parametrize(
