@@ -39,8 +39,6 @@ STAGE_STATUSES = (
 # moved to FILE.1 and started again).
 REFUSAL_LOG_LIMIT = 256 * 1024
 _BOOL_FLAGS = ("debug", "version", "env-only", "no-color")
-_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 # The commands an engine (or containerd's NRI) runs. Anything after their word is ignored, as by upstream's
 # flag package, except a help word: then the usage on stdout, exit 0 (a person asked; no engine passes one).
 ENGINE_COMMANDS = ("prestart", "createRuntime", "poststart", "poststop", "precreate", "nri", "nri-backstop")
@@ -107,10 +105,13 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
         if name in _BOOL_FLAGS:
             if not has_value:
                 flags[name] = True
-            elif value in _GO_TRUE or value in _GO_FALSE:
-                flags[name] = value in _GO_TRUE
-            else:
+                continue
+            from hook.pipeline.requirements import parse_go_bool
+
+            parsed = parse_go_bool(value)
+            if parsed is None:
                 raise UsageError(f'invalid boolean value "{value}" for -{name}: parse error')
+            flags[name] = parsed
         elif name in _STRING_FLAGS:
             if not has_value:
                 if index >= len(argv):

@@ -29,9 +29,11 @@ PROG = "gpu-env-runtime"
 CREATE_COMMANDS = ("create", "run")
 # Global flags (runc's and crun's) that take a value, as ``--flag value`` or ``--flag=value``; any other
 # flag before the command is a boolean (``--debug``, ``--systemd-cgroup``, ``--help``, ``--version``).
-# Before the command these make the runtime print its help or version and do nothing else: the command
-# line goes to the runtime as it is, whatever follows (runc --help create rewrites no bundle).
-PASS_FLAGS = frozenset({"h", "help", "v", "version"})
+# Set before the command (``--help``, ``-v=t``), these make the runtime print its help or version and do
+# nothing else: the command line goes to the runtime as it is, whatever follows (runc --help create rewrites
+# no bundle). Set false (``--help=false``, ``-h=0``: Go's strconv.ParseBool), runc runs the command as if
+# they were absent; any other value, or both forms of one flag (``-h`` and ``--help``), is runc's usage error.
+PASS_FLAGS = {"h": "help", "help": "help", "v": "version", "version": "version"}
 GLOBAL_VALUE_FLAGS = frozenset(
     {"root", "log", "log-format", "criu", "rootless", "cgroup-manager", "log-level"}
 )
@@ -76,12 +78,11 @@ def parse_runtime_args(argv: list[str]) -> Invocation:
             command = arg
             break
         name, has_value, value = arg.lstrip("-").partition("=")
-        if name in PASS_FLAGS:
-            command = None
-            break
         if name in GLOBAL_VALUE_FLAGS and not has_value and index < len(argv):
             value, index = argv[index], index + 1
-        options[name] = value
+        options[name] = value if has_value or name not in PASS_FLAGS else "true"
+    if _passes_through(options):
+        command = None
     bundle = "."
     if command in CREATE_COMMANDS:
         bundle = _find_bundle(argv[index:]) or "."
@@ -89,6 +90,22 @@ def parse_runtime_args(argv: list[str]) -> Invocation:
     return Invocation(
         command=command, bundle=bundle, log_path=log_path, log_json=options.get("log-format") == "json"
     )
+
+
+def _passes_through(options: dict[str, str]) -> bool:
+    """Tell whether the global flags make runc print its help or version, or refuse its usage, instead of
+    running the command: a help or version flag set true, a value Go's strconv.ParseBool does not read (runc:
+    ``invalid boolean value "yes" for -help``), or both forms of one (``Cannot use two forms of the same
+    flag``). The last value of a form wins, as with Go's flag package."""
+    given = [name for name in options if name in PASS_FLAGS]
+    if not given:
+        return False
+    forms = [PASS_FLAGS[name] for name in given]
+    if len(set(forms)) < len(forms) or "true" in (options[name] for name in given):
+        return True  # a plain --help or --version (ParseBool is loaded only for a value given with =)
+    from hook.pipeline.requirements import parse_go_bool
+
+    return any(parse_go_bool(options[name]) is not False for name in given)
 
 
 def _find_bundle(args: list[str]) -> str | None:

@@ -279,3 +279,61 @@ def outcome(proc: subprocess.CompletedProcess[str], cid: str) -> tuple[int, obje
         state = json.loads(proc.stdout)
         stdout = {key: state[key] for key in ("ociVersion", "status", "bundle", "rootfs", "owner")}
     return proc.returncode, stdout, normalise(proc.stderr, cid)
+
+
+# runc 1.1 (urfave/cli over Go's flag package) reads a help or version flag's value with strconv.ParseBool:
+# false runs the command as if the flag were absent (measured: `runc --help=false list` lists).
+FALSE_FORMS = ["--help=false", "-h=false", "--version=false", "-v=f", "--help=0", "--help=F", "--help=FALSE"]
+
+
+@pytest.mark.parametrize("flag", [pytest.param(flag, id=flag) for flag in FALSE_FORMS])
+def test_false_help_or_version_creates_with_the_env_file(
+    setup: Setup, make_env_file: MakeEnvFile, flag: str
+) -> None:
+    """``gpu-env-runtime FLAG create``: runc creates the container, so the shim merges the env file first
+    (config.json has the file's variables, our hook gave the cli the file's devices)."""
+    env_file = make_env_file(ENV_FILE)
+    bundle = make_runc_bundle(
+        setup.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    cid = setup.new_id("shim-false")
+    result = setup.shim("--root", str(setup.root), flag, "create", "--bundle", str(bundle), cid, detach=True)
+    assert result.returncode == 0
+    env = json.loads((bundle / "config.json").read_text())["process"]["env"]
+    assert {"USER_CUSTOM_ENV=hello", "NVIDIA_VISIBLE_DEVICES=0,1"} <= set(env)
+    state = setup.runc("--root", str(setup.root), "state", cid)
+    assert json.loads(state.stdout)["status"] == "created"
+    cli = load_record(setup.record)
+    assert cli is not None
+    assert "--device=0,1" in cli["argv"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(["--help=yes"], id="help-yes"),
+        pytest.param(["-v=no"], id="version-no"),
+        pytest.param(["--help=false", "-h=false"], id="two-forms"),
+        pytest.param(["-h=t"], id="help-t"),
+        pytest.param(["--version=1"], id="version-1"),
+    ],
+)
+def test_help_version_usage_and_true_forms_pass_through(
+    setup: Setup, make_env_file: MakeEnvFile, flags: list[str]
+) -> None:
+    """A value runc refuses (its usage error), both forms of one flag, or a true value: runc creates nothing,
+    and the shim leaves config.json alone and gives runc's own output and status."""
+    env_file = make_env_file(ENV_FILE)
+    bundle = make_runc_bundle(
+        setup.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    before = (bundle / "config.json").read_bytes()
+    via_shim, via_runc = setup.new_id("shim-usage"), setup.new_id("runc-usage")
+    root = str(setup.root)
+    shim = setup.shim("--root", root, *flags, "create", "--bundle", str(bundle), via_shim)
+    runc = setup.runc("--root", root, *flags, "create", "--bundle", str(bundle), via_runc)
+    assert outcome(shim, via_shim) == outcome(runc, via_runc)
+    assert (bundle / "config.json").read_bytes() == before
+    assert load_record(setup.record) is None
+    for cid in (via_shim, via_runc):
+        assert setup.runc("--root", root, "state", cid).returncode != 0

@@ -102,6 +102,43 @@ exit {status}
         pytest.param(["--version", "create", "x"], None, ".", None, False, id="version-before-create"),
         pytest.param(["--debug", "-v", "run", "x"], None, ".", None, False, id="short-version-after-a-flag"),
         pytest.param(["--root", "-h", "create", "x"], "create", ".", None, False, id="root-value-named-h"),
+        *(
+            pytest.param([flag, "create", "-b", "/b", "x"], "create", "/b", None, False, id=f"false-{flag}")
+            for flag in (
+                "--help=false",
+                "-h=false",
+                "--version=false",
+                "-v=f",
+                "--help=0",
+                "--help=F",
+                "--help=FALSE",
+                "--help=False",
+                "-help=false",
+                "--h=false",
+            )
+        ),
+        *(
+            pytest.param([flag, "create", "-b", "/b", "x"], None, ".", None, False, id=f"passes-{flag}")
+            for flag in ("--help=true", "-h=1", "-v=t", "--version=T", "--help=TRUE", "--help=True")
+        ),
+        *(
+            pytest.param([*flags, "create", "-b", "/b", "x"], None, ".", None, False, id=f"usage-{name}")
+            for name, flags in (
+                ("yes", ["--help=yes"]),
+                ("empty", ["--help="]),
+                ("mixed-case", ["--version=fAlse"]),
+                ("two-forms", ["--help=false", "-h=false"]),
+                ("two-forms-version", ["-v=0", "--version=0"]),
+            )
+        ),
+        pytest.param(
+            ["--help=true", "--help=false", "run", "x"], "run", ".", None, False, id="last-value-wins"
+        ),
+        pytest.param(["--help=false", "--help", "run", "x"], None, ".", None, False, id="last-value-help"),
+        pytest.param(
+            ["--help=false", "-v", "run", "x"], None, ".", None, False, id="false-help-then-version"
+        ),
+        pytest.param(["--help", "false", "run", "x"], None, ".", None, False, id="value-not-after-space"),
         pytest.param([], None, ".", None, False, id="empty"),
         pytest.param(["state", "--bundle", "/b"], "state", ".", None, False, id="bundle-ignored-on-state"),
     ],
