@@ -12,7 +12,10 @@ So a container uses the wrapper while a ``containerd-shim*`` process's ``cwd/opt
 process's command line holds it as an argument. This reads the node's ``/proc``: under ``--root``,
 ``<root>/proc`` (the node's own when the root is the node's ``/`` bind-mounted recursively, as in the
 DaemonSet) unless ``--proc`` says where it is. A root with no live ``/proc`` (an image tree, a test tree)
-runs no container: nothing uses the wrapper there.
+runs no container: nothing uses the wrapper there. A ``--proc`` that is not a live ``/proc`` (a DaemonSet pod
+that sees the node's ``/`` without its ``/proc``) says nothing about the node's containers: which ones use
+the wrapper cannot be told (``Users.unseen``), and uninstall keeps it as a passthrough, which stops and
+deletes every container whoever created it.
 """
 
 import json
@@ -28,11 +31,13 @@ class Users(NamedTuple):
 
     proc: str | None
     users: tuple[str, ...]
+    # ``proc`` was given but holds no processes: whether a container uses the runtime cannot be told.
+    unseen: bool = False
 
     @property
     def idle(self) -> bool:
-        """True when no container uses the runtime."""
-        return not self.users
+        """True when no container uses the runtime (as far as can be told: never when ``unseen``)."""
+        return not self.users and not self.unseen
 
 
 def is_live_proc(proc: str) -> bool:
@@ -43,13 +48,9 @@ def is_live_proc(proc: str) -> bool:
 
 
 def node_proc(root: str, override: str | None = None) -> str | None:
-    """Return where the node's ``/proc`` is seen from here: ``override`` (which must be a live procfs), else
-    ``<root>/proc`` when it is one, else None (a tree where nothing runs)."""
+    """Return where the node's ``/proc`` is seen from here: ``override`` (live or not: ``find_runtime_users``
+    tells), else ``<root>/proc`` when it is a live one, else None (a tree where nothing runs)."""
     if override is not None:
-        if not is_live_proc(override):
-            from hook.install.common import InstallError
-
-            raise InstallError(f"--proc {override}: not a live /proc (no processes there)")
         return override
     proc = os.path.join(root, "proc")
     return proc if is_live_proc(proc) else None
@@ -89,6 +90,8 @@ def find_runtime_users(proc: str | None, runtime: str) -> Users:
     """Return the processes that keep ``runtime`` (a node path) for a container: shims and conmons."""
     if proc is None:
         return Users(proc=None, users=())
+    if not is_live_proc(proc):
+        return Users(proc=proc, users=(), unseen=True)
     found = []
     try:
         entries = os.listdir(proc)

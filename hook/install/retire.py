@@ -66,7 +66,10 @@ def build_retired_wrapper(runtime: str, engine: str) -> bytes:
 
 
 def users_text(users: Users) -> str:
-    """Say who keeps the wrapper in use."""
+    """Say who keeps the wrapper in use (or why that cannot be told)."""
+    if users.unseen:
+        reason = f"{users.proc} is not a live /proc: give the node's /proc"
+        return f"cannot tell which containers use it ({reason})"
     shown = ", ".join(users.users[:3]) + (", ..." if len(users.users) > 3 else "")
     return f"{len(users.users)} process(es) still use it: {shown}"
 

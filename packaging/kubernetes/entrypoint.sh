@@ -48,7 +48,8 @@ install)
 uninstall)
     # Containers still using the runtime wrapper keep a passthrough (no Python) until they are gone; a
     # later uninstall (this mode again, or `uninstall --purge`) removes it. The node's processes are read
-    # from its /proc under the host root.
+    # from its /proc under the host root; where they cannot be seen there (no live $HOST/proc), which
+    # containers use the wrapper cannot be told, and it is kept all the same (uninstall says so).
     if ls "$HOST"/var/lib/gpu-env-hook/install-*.json >/dev/null 2>&1; then
         # shellcheck disable=SC2086 # HOOK is a command line
         $HOOK uninstall --engine "$ENGINE" --root "$HOST" --proc "$HOST/proc"

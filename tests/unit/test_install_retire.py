@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hook.install import InstallError, InstallOptions, write_install, write_uninstall
+from hook.install import InstallOptions, write_install, write_uninstall
 from hook.install.inuse import find_runtime_users, node_proc
 from hook.install.retire import build_retired_wrapper
 from hook.util import paths
@@ -95,12 +95,13 @@ def test_users_are_shims_whose_bundle_names_the_wrapper_and_conmons_that_name_it
 
 
 def test_a_root_without_a_live_proc_runs_nothing(node: Path) -> None:
-    """An image tree (no live /proc) runs no container; an explicit --proc must be a live one."""
+    """An image tree (no live /proc) runs no container; an explicit --proc that is not a live one tells
+    nothing: whether a container uses the wrapper cannot be told (never idle)."""
     (node / "proc").mkdir()
     assert node_proc(str(node)) is None
     assert find_runtime_users(None, WRAPPER).idle
-    with pytest.raises(InstallError, match=rf"^--proc {node}/proc: not a live /proc \(no processes there\)$"):
-        node_proc(str(node), f"{node}/proc")
+    users = find_runtime_users(node_proc(str(node), f"{node}/proc"), WRAPPER)
+    assert (users.unseen, users.idle, users.users) == (True, False, ())
 
 
 # --- the retired wrapper, run by a real /bin/sh -----------------------------------------------------------
@@ -219,6 +220,40 @@ def test_uninstall_retires_a_wrapper_in_use_and_purge_removes_it_once_unused(
     assert write_uninstall(None, str(node), proc=str(proc.root)) == [
         f"nothing retired under {node} (no {node}/var/lib/gpu-env-hook/retired.json)"
     ]
+
+
+def test_uninstall_without_the_nodes_processes_keeps_the_wrapper_until_they_can_be_seen(
+    node: Path, tmp_path: Path
+) -> None:
+    """`uninstall --proc DIR` where DIR is not a live /proc (a DaemonSet pod that sees the node's / without
+    its /proc): the real command removes everything else, keeps the runtime wrapper as a passthrough (a
+    container created through it can still be stopped and deleted) and says why in one line; `--purge` keeps
+    it while the processes still cannot be seen, and removes it once a live /proc shows nothing uses it."""
+    before = snapshot(node)
+    install(node)
+    blind = tmp_path / "no-proc"
+    blind.mkdir()
+    run = [PYTHON, "-I", "-m", "hook", "uninstall", "--root", str(node), "--proc", str(blind)]
+    done = subprocess.run([*run, "--engine", "crio"], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (
+        f"kept {node}{WRAPPER} as a passthrough to /usr/sbin/runc (no Python; it refuses new containers): "
+        f"cannot tell which containers use it ({blind} is not a live /proc: give the node's /proc); "
+        "`gpu-env-hook uninstall --purge` removes it once none does\n"
+    ) in done.stdout
+    assert "exec /usr/sbin/runc" in (node / WRAPPER.lstrip("/")).read_text()
+    assert not (node / paths.HOOK_WRAPPER.lstrip("/")).exists()
+    done = subprocess.run([*run, "--purge"], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (
+        f"kept {node}{WRAPPER} (retired): cannot tell which containers use it ({blind} is not a live /proc: "
+        "give the node's /proc)\n"
+    )
+    live = FakeProc(tmp_path / "proc")
+    run[-1] = str(live.root)
+    done = subprocess.run([*run, "--purge"], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert snapshot(node) == before
 
 
 def test_uninstall_removes_the_wrapper_when_no_container_uses_it(node: Path, proc: FakeProc) -> None:
