@@ -10,7 +10,9 @@ JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -X utf8 -c
 * ``-X utf8``: file names are UTF-8 bytes to the kernel under any locale (``C``, ``POSIX``, an ISO-8859
   one, none), as in config.json, whose paths are UTF-8 JSON text.
 
-The code (``build_code``) puts the package's directory first on ``sys.path`` and calls ``run`` here, which
+The code (``build_code``) sets ``sys.dont_write_bytecode`` (a start never writes into the tree root's code
+runs from: ``install`` alone compiles it, with the modes it means; ``-I`` ignores PYTHONDONTWRITEBYTECODE),
+puts the package's directory first on ``sys.path`` and calls ``run`` here, which
 imports the entry, calls its ``main`` and ends the process. For an installed tree (``/opt/gpu-env-hook``)
 the directory is read through the ``current`` symlink once, at start, so that one process runs one version
 even if ``install`` switches ``current`` meanwhile. A failure to load the package is one line on stderr and
@@ -69,6 +71,7 @@ def build_code(
     return (
         f"{CODE_MARK}\n"
         "import sys\n"
+        "sys.dont_write_bytecode = True\n"
         f"failed = {literal(prog + ': cannot load gpu-env-hook from ' + where + ': ')}\n"
         "try:\n"
         "    import posix\n"

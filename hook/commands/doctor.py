@@ -65,6 +65,7 @@ def run_checks(
     checks.append(check_pod_binding(settings.env_file))
     checks.append(check_nri(root, installed=installed))
     checks += coexistence_checks(root)
+    checks.append(check_runtime_tree(root))
     return checks
 
 
@@ -265,6 +266,38 @@ def check_env_directory(root: str, directory: str) -> Check:
             break
         parent = os.path.dirname(parent)
     return Check(name, ok=True, detail=f"root-owned, mode {stat.S_IMODE(os.stat(path).st_mode):04o}")
+
+
+def check_runtime_tree(root: str) -> Check:
+    """The version of the package the engines run (``/opt/gpu-env-hook/current``): everything in it
+    root-owned and writable by root alone (an earlier install under a loose umask left its caches
+    world-writable), and byte-compiled (a start never writes caches there: without them every start
+    compiles the package in memory)."""
+    name = "runtime tree"
+    tree = under(root, paths.RUNTIME_TREE)
+    try:
+        target = os.readlink(f"{tree}/current")
+    except OSError:
+        return Check(name, ok=None, detail=f"no {paths.RUNTIME_TREE}/current (not installed)")
+    version = f"{paths.RUNTIME_TREE}/{os.path.basename(target.rstrip('/'))}"
+    fix = "gpu-env-hook install again (it sets the tree's modes and writes its caches anew)"
+    for parent, _, files in os.walk(under(root, version)):
+        for entry in (parent, *(os.path.join(parent, file) for file in files)):
+            info = os.lstat(entry)
+            problem = "" if stat.S_ISLNK(info.st_mode) else _unsafe(info)
+            if problem:
+                shown = paths.join(version, os.path.relpath(entry, under(root, version)))
+                detail = f"{shown.removesuffix('/.')} {problem}: whoever can write there runs code as root"
+                return Check(name, ok=False, detail=detail, fix=fix)
+    caches = under(root, f"{version}/lib/hook/__pycache__")
+    if not (os.path.isdir(caches) and any(entry.startswith("launcher.") for entry in os.listdir(caches))):
+        return Check(
+            name,
+            ok=False,
+            detail=f"{version} is not byte-compiled: every start compiles the package",
+            fix="gpu-env-hook install again once the interpreter the engines run is on the node",
+        )
+    return Check(name, ok=True, detail=f"{version}: root-owned, writable by root alone, byte-compiled")
 
 
 def _unsafe(info: os.stat_result, *, sticky_ok: bool = False) -> str:

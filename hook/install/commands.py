@@ -11,6 +11,11 @@ from hook.install.installer import detect_engine, write_install, write_uninstall
 from hook.install.reuse import resolve_options
 from hook.util import paths
 
+# The umask install and uninstall run under, whatever the caller's: every file and directory they write
+# gets its mode explicitly (and the runtime tree is settled after: hook.install.tree.settle_modes); this
+# also covers what a child process (compileall) or a later change creates without one.
+INSTALL_UMASK = 0o022
+
 
 class Engine(enum.StrEnum):
     """The engines install knows, and ``auto`` (the CRI engine whose socket the node has)."""
@@ -131,6 +136,7 @@ def install_command(
 ) -> None:
     """Install the hook and the runtime shim for one engine (undo with uninstall); install again (an
     upgrade) reuses each option of the last install that is not given."""
+    os.umask(INSTALL_UMASK)
     chosen = resolve_engine(engine, root)
     given = {
         "python": python,
@@ -182,6 +188,7 @@ def uninstall_command(
         from hook.install.common import InstallError
 
         raise InstallError("uninstall: give --engine, or --purge to remove only what earlier uninstalls kept")
+    os.umask(INSTALL_UMASK)
     chosen = resolve_engine(engine, root) if engine is not None else None
     lines = write_uninstall(chosen, os.path.abspath(root), dry_run=dry_run, proc=proc)
     for line in lines:

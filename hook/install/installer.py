@@ -284,7 +284,7 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
     lines = [f"created directory {rooted(root, directory)}" for directory in created]
     # The tree before the wrappers that start it: an engine never runs a wrapper whose package is missing.
     # Byte-compiled by the interpreter the engines run (its cache tag), found beneath the root: under
-    # --root (a DaemonSet) too when it is already there; otherwise the first start compiles.
+    # --root (a DaemonSet) too when it is already there; otherwise every start compiles in memory.
     there = node.stat(options.python)
     compile_with = node.show(options.python) if there is not None and there.st_mode & 0o111 else None
     lines += tree.write_tree(node, content, compile_with=compile_with)

@@ -19,7 +19,11 @@ from it); older ones are removed. Nothing else in the directory (a DaemonSet's i
 
 When the interpreter the engines run is there at install, it byte-compiles the new version (``compileall``
 with the node paths as file names) before the rename. Without it (an interpreter that is not there yet),
-the first start compiles. Versions written by earlier releases also held ``lib/hook.frozen`` (precompiled
+every start compiles in memory: the launch code never writes bytecode into the tree (``hook.launcher``).
+Whatever install puts into a version, and whatever made it, gets its mode from one place before the rename
+(``settle_modes``: directories 0755, files 0644 or 0755, owned by root), so the caller's umask never
+reaches the tree; a version install keeps that was not so (an earlier release under a loose umask) is
+settled and its caches written anew (``repair_version``). Versions written by earlier releases also held ``lib/hook.frozen`` (precompiled
 modules served by a finder of their own); install removes it from the versions it keeps (``STALE_BLOB``): a
 version without it imports its modules the usual way.
 
@@ -31,6 +35,7 @@ it matches the node's interpreter (PyYAML falls back to its pure-Python loader o
 """
 
 import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -52,6 +57,7 @@ RUNTIME_DEPENDENCIES: tuple[str, ...] = ("yaml",)
 _SKIPPED_DIRS = ("__pycache__",)
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 FILE_MODE = 0o644
+EXECUTABLE_FILE_MODE = 0o755
 DIR_MODE = 0o755
 
 
@@ -146,6 +152,8 @@ def write_tree(
         lines.append(f"switched {node.show(tree + '/' + CURRENT)} to {content.name}")
     keep = {content.name, previous}
     for name in sorted(filter(None, keep)):
+        if node.is_dir(f"{tree}/{name}"):
+            lines += repair_version(node, tree, name, compile_with=compile_with)
         if node.lstat(f"{tree}/{name}/{STALE_BLOB}") is not None:
             node.unlink(f"{tree}/{name}/{STALE_BLOB}")
             lines.append(f"removed {node.show(f'{tree}/{name}/{STALE_BLOB}')} (no longer used)")
@@ -179,6 +187,7 @@ def build_version(node: NodeRoot, tree: str, content: TreeContent, *, compile_wi
                     if compile_with is not None:
                         lib, node_lib = f"/proc/self/fd/{top}/{LIB}", f"{tree}/{content.name}/{LIB}"
                         _compile(compile_with, lib, node_lib, top)
+                    settle_modes(top)
                 finally:
                     os.close(top)
                 os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
@@ -207,6 +216,77 @@ def _write_files(top: int, content: TreeContent) -> None:
             os.close(fd)
 
 
+def settle_modes(top: int) -> bool:
+    """Give the directory ``top`` and everything below it the mode install means, whatever made it and under
+    whatever umask (the files written here, the caches ``compileall`` made, anything else copied in):
+    directories ``DIR_MODE``, files ``EXECUTABLE_FILE_MODE`` when any execute bit is set, else
+    ``FILE_MODE`` (no set-id bit, nothing group- or world-writable), owned by root when install runs as
+    root. Symlinks are left as they are (their own mode means nothing); nothing else (a FIFO, a device)
+    belongs in a version and is refused. Return whether anything was not so already."""
+    info = os.fstat(top)
+    if stat.S_ISDIR(info.st_mode):
+        meant = DIR_MODE
+    elif stat.S_ISREG(info.st_mode):
+        meant = EXECUTABLE_FILE_MODE if info.st_mode & 0o111 else FILE_MODE
+    else:
+        raise OSError(errno.EINVAL, "a version holds only files, directories and symlinks")
+    changed = stat.S_IMODE(info.st_mode) != meant
+    if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
+        os.fchown(top, 0, 0)
+        changed = True
+    if changed:
+        os.fchmod(top, meant)
+    if stat.S_ISDIR(info.st_mode):
+        for name in os.listdir(top):
+            if stat.S_ISLNK(os.stat(name, dir_fd=top, follow_symlinks=False).st_mode):
+                continue
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=top)
+            try:
+                changed = settle_modes(fd) or changed
+            finally:
+                os.close(fd)
+    return changed
+
+
+def repair_version(node: NodeRoot, tree: str, name: str, *, compile_with: str | None) -> list[str]:
+    """Settle the modes of a version install keeps (``settle_modes``). One that was not as meant (an
+    earlier install under a loose umask left its caches writable by others) cannot be trusted to hold what
+    install compiled: its caches are removed and, with ``compile_with``, written again. Return the report."""
+    where = node.show(f"{tree}/{name}")
+    try:
+        with node.parent(f"{tree}/{name}") as (parent, leaf):
+            top = os.open(leaf, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            try:
+                if not settle_modes(top):
+                    return []
+                _remove_caches(top)
+                if compile_with is not None:
+                    _compile(compile_with, f"/proc/self/fd/{top}/{LIB}", f"{tree}/{name}/{LIB}", top)
+                    settle_modes(top)
+            finally:
+                os.close(top)
+    except OSError as err:
+        raise could_not("repair", where, err) from None
+    return [
+        f"fixed the modes of {where} (others could write to part of it) and replaced its byte-compiled caches"
+    ]
+
+
+def _remove_caches(top: int) -> None:
+    """Remove every ``__pycache__`` directory below the directory ``top``."""
+    for name in os.listdir(top):
+        if not stat.S_ISDIR(os.stat(name, dir_fd=top, follow_symlinks=False).st_mode):
+            continue
+        if name in _SKIPPED_DIRS:
+            _remove_all(top, name)
+            continue
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
+        try:
+            _remove_caches(fd)
+        finally:
+            os.close(fd)
+
+
 def _compile(python: str, lib: str, node_lib: str, top: int) -> bool:
     """Byte-compile ``lib`` with the interpreter the engines run (its own cache tags), naming the files by
     their node paths; a failure only leaves the compiling to the first start. Return whether it succeeded."""
@@ -225,6 +305,7 @@ def _run_node_python(python: str, args: list[str], top: int) -> bool:
             timeout=120,
             check=False,
             pass_fds=(top,),
+            umask=0o022,  # what it creates is settled after (settle_modes); this keeps the window closed too
         )
     except (OSError, subprocess.SubprocessError):
         return False

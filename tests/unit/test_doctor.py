@@ -88,6 +88,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         "NVIDIA hooks.d entry",
         "NVIDIA runtime mode",
         "hooks.d executables",
+        "runtime tree",
     ]
     oks = [
         True,
@@ -110,6 +111,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         True,
         None,
         True,
+        None,
     ]
     assert [check.ok for check in checks] == oks
     result = CliRunner().invoke(build_app(), ["doctor", "--root", str(good_tree)])
@@ -299,7 +301,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 20
+    assert len(checks) == 21
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:

@@ -1,0 +1,190 @@
+"""install writes every file and directory with the mode it means, whatever the caller's umask; a start never
+writes bytecode into the tree the engines run from."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hook.install.manifest import manifest_path
+from hook.launcher import build_code
+from hook.util import paths
+
+PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
+NODE_PYTHON = "/usr/bin/python3"
+ENV_DIR = "/run/nvidia-env"
+PRIVATE_DIRS = {paths.STATE_DIR, paths.REFUSAL_LOG_DIR, ENV_DIR}
+PRIVATE_FILES = {manifest_path("podman"), manifest_path("containerd")}
+EXECUTABLES = {paths.HOOK_WRAPPER, paths.NVIDIA_HOOK_ALIAS, *paths.RUNTIME_WRAPPERS}
+
+
+def make_node(tmp_path: Path) -> Path:
+    """A node's / holding the interpreter the engines run (so install byte-compiles the tree with it)."""
+    root = tmp_path / "node"
+    (root / "usr/bin").mkdir(parents=True)
+    shutil.copy2(os.path.realpath(PYTHON), root / NODE_PYTHON.lstrip("/"))
+    (root / "etc/containerd").mkdir(parents=True)
+    (root / "etc/containerd/config.toml").write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n')
+    return root
+
+
+def install_under(root: Path, umask: int, *args: str) -> None:
+    """Run the ``gpu-env-hook install`` process under ``umask``."""
+    proc = subprocess.run(
+        [PYTHON, "-I", "-m", "hook", "install", "--root", str(root), "--python", NODE_PYTHON, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        umask=umask,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def meant_mode(node_path: str, is_dir: bool) -> int:
+    """The mode install means for what it wrote at ``node_path``."""
+    if node_path.startswith(paths.RUNTIME_TREE + "/"):
+        return 0o755 if is_dir else 0o644  # the package and its caches: only root writes, everyone reads
+    if is_dir:
+        return 0o700 if node_path in PRIVATE_DIRS else 0o755
+    if node_path in PRIVATE_FILES:
+        return 0o600
+    return 0o755 if node_path in EXECUTABLES else 0o644
+
+
+def modes(root: Path) -> dict[str, tuple[bool, int]]:
+    """Every entry under ``root`` but symlinks: node path -> (is a directory, permission bits)."""
+    found = {}
+    for parent, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(parent, name)
+            info = path.lstat()
+            if not stat.S_ISLNK(info.st_mode):
+                found["/" + str(path.relative_to(root))] = (
+                    stat.S_ISDIR(info.st_mode),
+                    stat.S_IMODE(info.st_mode),
+                )
+    return found
+
+
+@pytest.mark.parametrize(
+    ("umask", "args"),
+    [
+        pytest.param(0o000, ("--engine", "podman", "--precreate", "--as-nvidia-hook"), id="podman-umask-000"),
+        pytest.param(0o002, ("--engine", "podman", "--precreate", "--as-nvidia-hook"), id="podman-umask-002"),
+        pytest.param(0o000, ("--engine", "containerd"), id="containerd-umask-000"),
+        pytest.param(0o077, ("--engine", "containerd"), id="containerd-umask-077"),
+    ],
+)
+def test_every_mode_install_writes_is_the_one_it_means_under_any_umask(
+    tmp_path: Path, umask: int, args: tuple[str, ...]
+) -> None:
+    """Under umask 000 (or 002, or a strict 077) every file and directory install writes -- wrappers,
+    hooks.d JSON, drop-ins, tmpfiles.d, the manifest, the version tree and the byte-compiled caches in it --
+    has exactly install's mode: nothing group- or world-writable, the tree readable by the engines."""
+    root = make_node(tmp_path)
+    before = modes(root)
+    install_under(root, umask, *args)
+    written = {path: found for path, found in modes(root).items() if path not in before}
+    caches = [path for path in written if path.endswith(".pyc")]
+    assert caches, "the tree was not byte-compiled"
+    assert any("/__pycache__" in path for path, (is_dir, _) in written.items() if is_dir)
+    wrong = {
+        path: f"{mode:04o} (meant {meant_mode(path, is_dir):04o})"
+        for path, (is_dir, mode) in written.items()
+        if mode != meant_mode(path, is_dir)
+    }
+    assert wrong == {}
+
+
+def test_a_start_never_writes_bytecode_into_the_tree(tmp_path: Path) -> None:
+    """A tree install could not compile (its interpreter was not there yet) stays without caches when the
+    engines start it under umask 000: the launch code writes no bytecode where root's code lives."""
+    root = tmp_path / "node"
+    root.mkdir()
+    install_under(root, 0o022, "--engine", "podman")
+    tree = root / paths.RUNTIME_TREE.lstrip("/")
+    assert not list(tree.rglob("__pycache__"))
+    code = build_code("hook.__main__", "gpu-env-hook", tree=str(tree))
+    proc = subprocess.run(
+        [PYTHON, "-I", "-S", "-X", "utf8", "-c", code, "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        umask=0,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not list(tree.rglob("__pycache__"))
+
+
+def test_install_again_repairs_a_tree_an_earlier_install_left_writable(tmp_path: Path) -> None:
+    """A version an earlier build left with a world-writable cache directory (its umask) is put right by
+    the next install: modes as meant, and its caches, which anyone could have replaced, written anew."""
+    root = make_node(tmp_path)
+    install_under(root, 0o022, "--engine", "podman")
+    lib = root / paths.RUNTIME_TREE.lstrip("/") / "current/lib"
+    caches = lib / "hook/__pycache__"
+    planted = next(caches.glob("launcher.*.pyc"))
+    caches.chmod(0o777)
+    planted.write_bytes(b"replaced by a local user")
+    proc = subprocess.run(
+        [PYTHON, "-I", "-m", "hook", "install", "--root", str(root), "--engine", "podman"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    version = (root / paths.RUNTIME_TREE.lstrip("/") / "current").resolve()
+    assert (
+        f"fixed the modes of {version} (others could write to part of it) and replaced its byte-compiled "
+        "caches" in proc.stdout.splitlines()
+    )
+    assert stat.S_IMODE(caches.stat().st_mode) == 0o755
+    assert planted.read_bytes() != b"replaced by a local user"
+    assert not [path for path in version.rglob("*") if path.lstat().st_mode & 0o022 and not path.is_symlink()]
+
+
+def test_doctor_reports_a_tree_that_is_loose_or_not_compiled(tmp_path: Path) -> None:
+    """doctor's runtime-tree check: ✓ for what install wrote with the interpreter there; a tree without
+    caches (a start does not write them) and one with an entry others can write are each named."""
+    from hook.commands.doctor import run_checks
+
+    def tree_check(root: Path) -> tuple[bool | None, str, str]:
+        (check,) = [
+            check
+            for check in run_checks(root=str(root), config=None, environ={})
+            if check.name == "runtime tree"
+        ]
+        return check.ok, check.detail, check.fix
+
+    compiled = make_node(tmp_path / "compiled")
+    install_under(compiled, 0o022, "--engine", "podman")
+    version = (
+        paths.RUNTIME_TREE + "/" + str((compiled / paths.RUNTIME_TREE.lstrip("/") / "current").readlink())
+    )
+    assert tree_check(compiled)[:2] == (True, f"{version}: root-owned, writable by root alone, byte-compiled")
+    (compiled / version.lstrip("/") / "lib/hook/__pycache__").chmod(0o777)
+    assert tree_check(compiled) == (
+        False,
+        (
+            f"{version}/lib/hook/__pycache__ is group- or world-writable (mode 0777): whoever can write "
+            "there runs code as root"
+        ),
+        "gpu-env-hook install again (it sets the tree's modes and writes its caches anew)",
+    )
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    install_under(plain, 0o022, "--engine", "podman")
+    assert tree_check(plain) == (
+        False,
+        f"{version} is not byte-compiled: every start compiles the package",
+        "gpu-env-hook install again once the interpreter the engines run is on the node",
+    )
