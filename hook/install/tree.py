@@ -23,9 +23,11 @@ every start compiles in memory: the launch code never writes bytecode into the t
 Whatever install puts into a version, and whatever made it, gets its mode from one place before the rename
 (``settle_modes``: directories 0755, files 0644 or 0755, owned by root), so the caller's umask never
 reaches the tree; a version install keeps that was not so (an earlier release under a loose umask) is
-settled and its caches written anew (``repair_version``). Versions written by earlier releases also held ``lib/hook.frozen`` (precompiled
-modules served by a finder of their own); install removes it from the versions it keeps (``STALE_BLOB``): a
-version without it imports its modules the usual way.
+settled and its caches written anew (``repair_version``).
+
+Versions written by earlier releases also held ``lib/hook.frozen`` (precompiled modules served by a finder
+of their own); install removes it from the versions it keeps (``STALE_BLOB``): a version without it imports
+its modules the usual way.
 
 The hot path imports only the standard library (``tests/test_import_guard.py``); ``RUNTIME_DEPENDENCIES``
 names the third-party top-level packages a container start may still need, copied beside ``hook``: PyYAML,
