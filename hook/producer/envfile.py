@@ -16,15 +16,17 @@ from hook.pipeline import pod
 from hook.pipeline.config import EnvFileSettings, default_settings, is_env_name
 from hook.pipeline.envfile import (
     check_content,
+    check_descriptor,
     check_pins,
     find_pins,
     load_env_file_bytes,
+    read_bounded,
     read_env_file,
     refused_key_rule,
 )
 from hook.producer.namekey import SUFFIX
 from hook.util import envvars
-from hook.util.beneath import open_directory_beneath, refuse, split_beneath
+from hook.util.beneath import open_beneath, open_directory_beneath, refuse, split_beneath
 from hook.util.errors import EnvFileError, EnvFileMissingError, HookError, UsageError, os_error
 
 TYPE_CHECKING = False
@@ -337,35 +339,55 @@ def gc_env_files(
     write`` names them whose pin (read with the hook's own reader) names a pod not in ``live_pods`` (UIDs
     and ``namespace/name`` pairs; with ``names_known`` False a file pinned by namespace and name only is
     kept). An unpinned file is kept (nothing says whose it is). Every file is tried: return the paths
-    removed and one line per file that could not be read or removed."""
+    removed and one line per file that could not be read or removed.
+
+    A file judged gone is removed by ``hook.util.atomicwrite.remove_if``, which judges it once more under a
+    private name: a device plugin that renames a new pod's file over the name meanwhile keeps it."""
+    import functools
+
+    from hook.util.atomicwrite import remove_if
+
     removed: list[str] = []
     failed: list[str] = []
+
+    def gone(fd: int, path: str) -> bool:
+        check_descriptor(fd, path)
+        data = read_bounded(fd, settings.max_bytes, path)
+        pins = find_pins(read_env_file(data, path).bindings, path)
+        owner = pins.get(pod.UID) or f"{pins.get(pod.NAMESPACE, '')}/{pins.get(pod.NAME, '')}"
+        if not pod.is_pinned(pins) or owner in live_pods:
+            return False
+        return pod.UID in pins or names_known
+
     for directory in settings.directories:
         try:
-            names = sorted(os.listdir(directory))
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             continue
         except OSError as err:
             failed.append(str(os_error("list env files", directory, err)))
             continue
+        try:
+            names = sorted(os.listdir(dir_fd))
+        except OSError as err:
+            failed.append(str(os_error("list env files", directory, err)))
+            names = []
         for name in filter(is_written_name, names):
             path = os.path.join(directory, name)
             try:
-                pins = find_pins(read_env_file(load_env_file_bytes(path, settings), path).bindings, path)
+                fd = open_beneath(path, settings.directories)  # the first look, as the hook opens it
+                try:
+                    if not gone(fd, path):
+                        continue
+                finally:
+                    os.close(fd)
+                if remove_if(name, dir_fd, functools.partial(gone, path=path)):
+                    removed.append(path)
+            except EnvFileMissingError:
+                continue
             except HookError as err:
                 failed.append(f"{err} (kept)")
-                continue
-            if not pod.is_pinned(pins):
-                continue
-            owner = pins.get(pod.UID) or f"{pins.get(pod.NAMESPACE, '')}/{pins.get(pod.NAME, '')}"
-            if owner in live_pods or (pod.UID not in pins and not names_known):
-                continue
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                continue
             except OSError as err:
                 failed.append(str(os_error("remove env file", path, err)))
-                continue
-            removed.append(path)
+        os.close(dir_fd)
     return removed, failed

@@ -1,5 +1,5 @@
-"""Writing a file so that a reader sees the old or the new one, never a mix; and the temp files a killed
-writer left behind.
+"""Writing a file so that a reader sees the old or the new one, never a mix; removing one only if the file
+that goes is the one judged; and the temp files a killed writer left behind.
 
 config.json (the hook, the shim, precreate), env files (the producer), CDI specs and install's files
 beneath ``--root`` are all replaced the same way: a temp file beside the target, locked while it lives,
@@ -12,6 +12,10 @@ name shape (``symlink_atomic``). Kept apart from ``hook.pipeline.bundle`` so tha
 import posix
 
 from hook.util import paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def write_atomic(
@@ -80,6 +84,46 @@ def symlink_atomic(name: str, target: str, *, dir_fd: int) -> None:
         posix.fsync(parent)
     finally:
         posix.close(parent)
+
+
+def remove_if(name: str, dir_fd: int, still: "Callable[[int], bool]") -> bool:
+    """Remove ``name`` from the directory ``dir_fd`` if ``still``, given a read descriptor of the very file
+    that would go, says it should; return whether it went (False also when ``name`` is not there).
+
+    Linux has no unlink by descriptor, and a writer may rename a new file over ``name`` between a caller's
+    judgement and an unlink by name. So the entry is first renamed aside to a temp name of this directory
+    (the shape ``write_atomic`` gives its temps, locked while it lives): whatever a writer renames over
+    ``name`` from then on is a new entry, never touched here. ``still`` judges the file at the private name,
+    which no writer can replace; if it should go it is unlinked, else it is linked back under ``name`` (no
+    link ever replaces an entry: a file a writer put there meanwhile is newer and stays, as its own rename
+    would have replaced this one) and the private name removed. An error (``still`` raising too) puts the
+    file back first. Writers that replace the file in place are judged by what they finished writing before
+    ``still`` reads.
+    """
+    aside = _temp_name(name)
+    try:
+        posix.rename(name, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    fd = -1
+    gone = False
+    try:
+        flags = posix.O_RDWR | posix.O_NOFOLLOW | posix.O_NONBLOCK | posix.O_CLOEXEC | posix.O_NOCTTY
+        fd = posix.open(aside, flags, dir_fd=dir_fd)
+        _lock(fd)  # a writer's remove_stale_temps keeps it while we decide
+        gone = still(fd)
+    finally:
+        try:
+            if not gone:
+                try:  # noqa: SIM105 - contextlib costs ~5 ms on the hook's path
+                    posix.link(aside, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                except FileExistsError:
+                    pass
+            posix.unlink(aside, dir_fd=dir_fd)
+        finally:
+            if fd >= 0:
+                posix.close(fd)
+    return gone
 
 
 def _temp_name(name: str) -> str:
