@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 # with their MIG devices is some 40 KB); nested deeper than this is refused (a valid spec needs six levels).
 MAX_SPEC_FILE_BYTES = 256 * 1024
 MAX_NESTING = 64
+# A YAML spec's size with every alias written out (a scalar's length plus one, plus one per sequence or
+# mapping): anchors may share edits between devices, but an alias bomb (a billion laughs in a few hundred
+# bytes) is refused before it is expanded. Four times the largest file read: an alias-free spec is far below.
+MAX_EXPANDED_SIZE = 4 * MAX_SPEC_FILE_BYTES
 SPEC_EXTENSIONS = (".json", ".yaml")
 HOOK_STAGES = (
     "prestart",
@@ -128,9 +132,10 @@ def decode_spec_text(text: str, *, yaml: bool, loader: type | None = None) -> ob
 
     The reference reads every spec with a YAML parser, of which JSON is a subset; a repeated key is an
     error in both. Decoding is bounded the same way whichever decoder reads the text: nested more than
-    ``MAX_NESTING`` levels is refused (a valid spec needs six), so is a YAML alias (an alias bomb expands
-    without bound; CDI specs need none); the repeated-key check is linear. ``loader`` is the PyYAML loader
-    class (libyaml's ``CSafeLoader`` when PyYAML has it, else ``SafeLoader``).
+    ``MAX_NESTING`` levels is refused (a valid spec needs six), and YAML anchors and aliases are read as the
+    reference reads them, within a budget on the document they expand to (``MAX_EXPANDED_SIZE``: an alias
+    bomb is refused unexpanded); the repeated-key check is linear. ``loader`` is the PyYAML loader class
+    (libyaml's ``CSafeLoader`` when PyYAML has it, else ``SafeLoader``).
     """
     if not yaml:
         from hook.util.jsontext import decode
@@ -202,7 +207,7 @@ def yaml_loader() -> type:
 
 
 def _decode_yaml(text: str, loader_class: type | None) -> object:
-    """Compose the YAML document, check its nodes (depth, aliases, repeated keys), then construct it."""
+    """Compose the YAML document, check its nodes (depth, expanded size, repeated keys), then construct it."""
     if loader_class is None:
         loader_class = yaml_loader()
     import yaml
@@ -233,33 +238,69 @@ def _decode_yaml(text: str, loader_class: type | None) -> object:
 
 
 def _check_nodes(root: object) -> None:
-    """Walk a composed YAML document once, without recursion: refuse nesting past ``MAX_NESTING``, any
-    alias (a node reached twice), a key that is not a scalar and a key given twice in one mapping."""
+    """Walk a composed YAML document once, without recursion, each node once however many aliases name it:
+    refuse nesting past ``MAX_NESTING`` and an expanded size past ``MAX_EXPANDED_SIZE`` (both counted as if
+    every alias were written out: an alias bomb is refused from its few composed nodes, before anything is
+    expanded), an alias inside the node it names, a key that is not a scalar and a key given twice in one
+    mapping. The size of a scalar is its length plus one, of a sequence or mapping one plus its items'."""
+    from yaml import ScalarNode
+
+    if isinstance(root, ScalarNode):
+        return
+    done: dict[int, tuple[int, int]] = {}  # a checked collection: (its expanded size, its height)
+    open_nodes: set[int] = set()  # on the current path: an alias to one of these refers to itself
+    stack: list[tuple[Any, list[Any] | None]] = [(root, None)]
+    while stack:
+        node, items = stack.pop()
+        key = id(node)
+        if items is None:
+            if key in done:
+                continue
+            if key in open_nodes:
+                raise CdiError("a YAML alias (*name) refers to a node that contains it")
+            open_nodes.add(key)
+            items = _children(node)
+            stack.append((node, items))
+            stack.extend(
+                (child, None)
+                for child in items
+                if not isinstance(child, ScalarNode) and id(child) not in done
+            )
+            continue
+        open_nodes.discard(key)
+        size, height = 1, 1
+        for child in items:
+            if isinstance(child, ScalarNode):
+                size += len(child.value) + 1
+                continue
+            child_size, child_height = done[id(child)]
+            size, height = size + child_size, max(height, child_height + 1)
+        if height > MAX_NESTING:
+            raise _too_deep()
+        if size > MAX_EXPANDED_SIZE:
+            raise CdiError(
+                f"YAML aliases expand the document past {MAX_EXPANDED_SIZE} (its characters and nodes, "
+                "counted as if every alias were written out)"
+            )
+        done[key] = (size, height)
+
+
+def _children(node: "Any") -> "list[Any]":
+    """A sequence's items, or a mapping's keys and values (a key must be a scalar, given once)."""
     from yaml import MappingNode, ScalarNode
 
-    seen: set[int] = set()
-    stack = [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if id(node) in seen:
-            raise CdiError("a YAML alias (*name) is refused: CDI specs need none")
-        seen.add(id(node))
-        if isinstance(node, ScalarNode):
-            continue
-        if depth > MAX_NESTING:
-            raise _too_deep()
-        if not isinstance(node, MappingNode):
-            stack.extend((child, depth + 1) for child in node.value)  # type: ignore[attr-defined]
-            continue
-        keys: set[tuple[str, str]] = set()
-        for key, value in node.value:
-            if not isinstance(key, ScalarNode):
-                raise CdiError("a mapping key must be a string")
-            if (key.tag, key.value) in keys:
-                raise _DuplicateKeyError(key.value)
-            keys.add((key.tag, key.value))
-            stack.append((key, depth + 1))
-            stack.append((value, depth + 1))
+    if not isinstance(node, MappingNode):
+        return list(node.value)
+    keys: set[tuple[str, str]] = set()
+    items: list[Any] = []
+    for key, value in node.value:
+        if not isinstance(key, ScalarNode):
+            raise CdiError("a mapping key must be a string")
+        if (key.tag, key.value) in keys:
+            raise _DuplicateKeyError(key.value)
+        keys.add((key.tag, key.value))
+        items += (key, value)
+    return items
 
 
 def check_shape(value: object, shape: object, where: str) -> object:

@@ -116,7 +116,7 @@ BAD_SHAPES = [
         + "".join(
             f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
         ),
-        "a YAML alias (*name) is refused: CDI specs need none",
+        "YAML aliases expand the document past 1048576 (its characters and nodes, counted as if every alias were written out)",
         id="alias-bomb",
     ),
     pytest.param(

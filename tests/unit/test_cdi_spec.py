@@ -20,6 +20,7 @@ import yaml
 
 from hook.cdi.names import parse_qualified_name, quote
 from hook.cdi.spec import (
+    MAX_EXPANDED_SIZE,
     MAX_NESTING,
     MAX_SPEC_FILE_BYTES,
     build_spec,
@@ -430,7 +431,11 @@ LOADERS = [
     pytest.param(yaml.SafeLoader, id="python-loader"),
 ]
 TOO_DEEP = f"nested more than {MAX_NESTING} levels deep"
-ALIAS = "a YAML alias (*name) is refused: CDI specs need none"
+EXPANDED = (
+    f"YAML aliases expand the document past {MAX_EXPANDED_SIZE} (its characters and nodes, counted as if "
+    "every alias were written out)"
+)
+RECURSIVE = "a YAML alias (*name) refers to a node that contains it"
 
 
 def nested_annotations(depth: int) -> str:
@@ -466,9 +471,22 @@ def merge_bomb(levels: int = 30) -> str:
             TOO_DEEP,
             id="deep-block-yaml",
         ),
-        pytest.param(alias_bomb(), ALIAS, id="alias-bomb"),
-        pytest.param(merge_bomb(), ALIAS, id="merge-key-bomb"),
-        pytest.param("a: &x 1\nb: *x\n", ALIAS, id="scalar-alias"),
+        pytest.param(alias_bomb(), EXPANDED, id="alias-bomb"),
+        pytest.param(merge_bomb(), EXPANDED, id="merge-key-bomb"),
+        pytest.param(
+            "a: &a [" + ", ".join(["x" * 1000] * 10) + "]\nb: [" + ", ".join(["*a"] * 200) + "]\n",
+            EXPANDED,
+            id="long-scalars-aliased",
+        ),
+        pytest.param("a: &a [*a]\n", RECURSIVE, id="alias-inside-itself"),
+        pytest.param("a: &a {b: [{c: *a}]}\n", RECURSIVE, id="alias-inside-itself-deeper"),
+        pytest.param("a: &a {<<: *a}\n", RECURSIVE, id="merge-of-itself"),
+        pytest.param(
+            "a: &a [[[[[[[[x]]]]]]]]\n"
+            + "".join(f"l{i}: &l{i} [*l{i - 1}]\n" for i in range(1, 60)).replace("*l0", "*a"),
+            TOO_DEEP,
+            id="deep-through-aliases",
+        ),
         pytest.param("? [a]\n: b\n", "a mapping key must be a string", id="sequence-key"),
         pytest.param(
             "".join(f"k{i}: {i}\n" for i in range(5_000)) + "k7: 0\n",
@@ -611,3 +629,70 @@ def test_yaml_number_where_a_string_is_wanted_is_its_text(tmp_path: Path) -> Non
     assert list(spec.devices) == ["0"]
     assert spec.document["annotations"] == {"ready": "true", "count": "3"}
     assert spec.devices["0"]["containerEdits"]["hooks"][0]["args"] == ["x", "1"]
+
+
+ANCHORED_SPEC = """\
+cdiVersion: 0.5.0
+kind: example.com/gpu
+containerEdits:
+  env: [EXAMPLE_DRIVER=1]
+  hooks: &ldcache
+  - {hookName: createContainer, path: /usr/bin/example-hook, args: [example-hook, update-ldcache]}
+devices:
+- name: gpu0
+  containerEdits: &gpu0
+    env: &common-env [EXAMPLE_VISIBLE=1, EXAMPLE_CAPS=compute]
+    deviceNodes:
+    - &ctl {path: /dev/examplectl, type: c, major: 195, minor: 255, permissions: rw}
+    - {path: /dev/example0, type: c, major: 195, minor: 0}
+    mounts: &libs
+    - hostPath: /usr/lib/x86_64-linux-gnu/libexample.so.1
+      containerPath: /usr/lib/x86_64-linux-gnu/libexample.so.1
+      options: &ro [ro, nosuid, nodev, bind]
+- name: gpu1
+  containerEdits:
+    env: *common-env
+    deviceNodes: [*ctl, {path: /dev/example1, type: c, major: 195, minor: 1}]
+    mounts: *libs
+- name: gpu0-debug
+  containerEdits:
+    <<: *gpu0
+    env: [EXAMPLE_VISIBLE=1, EXAMPLE_DEBUG=1]
+    hooks: *ldcache
+"""
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+def test_spec_with_anchors_accepted_as_expanded(loader: type, tmp_path: Path) -> None:
+    """A spec sharing containerEdits pieces through anchors, aliases and a merge key (which the reference
+    loads) is accepted, with exactly the document and devices of the same spec written out without them."""
+    anchored = tmp_path / "anchored.yaml"
+    anchored.write_text(ANCHORED_SPEC)
+    expanded = tmp_path / "expanded.json"
+    expanded.write_text(json.dumps(yaml.safe_load(ANCHORED_SPEC)))
+    assert "*" not in expanded.read_text()
+    got = load_spec(str(anchored), loader=loader)
+    want = load_spec(str(expanded))
+    assert got.document == want.document
+    assert got.devices == want.devices
+    assert list(got.devices) == ["gpu0", "gpu1", "gpu0-debug"]
+    debug = got.devices["gpu0-debug"]["containerEdits"]
+    assert debug["env"] == ["EXAMPLE_VISIBLE=1", "EXAMPLE_DEBUG=1"]  # the key beside the merge wins
+    assert debug["deviceNodes"][1]["path"] == "/dev/example0"
+    assert debug["hooks"][0]["args"] == ["example-hook", "update-ldcache"]
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+def test_expanded_size_budget_edge(loader: type) -> None:
+    """The budget counts the document as if written out: a list of scalars aliased up to the budget is read,
+    one character more is refused (each scalar: its length plus one; each sequence and mapping: one)."""
+    item = "x" * 99  # 100 each
+    inner = 1 + 10 * 100  # the anchored list: 1001
+    copies = (MAX_EXPANDED_SIZE - 1 - 4 - 2 - inner - 2) // inner  # root, keys "a" and "b", list b
+    text = f"a: &a [{', '.join([item] * 10)}]\nb: [{', '.join(['*a'] * copies)}]\n"
+    total = 1 + 2 + (inner) + 2 + 1 + copies * inner
+    spare = MAX_EXPANDED_SIZE - total
+    padded = text + f"c: {'y' * (spare - 3)}\n"  # key "c" (2) and the value (spare - 2): exactly the budget
+    assert isinstance(decode_spec_text(padded, yaml=True, loader=loader), dict)
+    with pytest.raises(CdiError, match=rf"^{re.escape(EXPANDED)}$"):
+        decode_spec_text(padded.replace("c: ", "c: z"), yaml=True, loader=loader)
