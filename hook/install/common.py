@@ -14,13 +14,15 @@ from typing import NamedTuple
 
 from hook.util import paths
 from hook.util.errors import HookError
-from hook.util.safetext import os_reason
+from hook.util.safetext import escape, os_reason
 
 ENGINES = ("podman", "crio", "containerd", "docker")
 EXECUTABLE_MODE = 0o755
 CONFIG_MODE = 0o644
 _BARE_TOML_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
+# What a tmpfiles.d path field may hold unquoted (no whitespace, quote, backslash or % specifier).
+_TMPFILES_PLAIN = re.compile(r"^[A-Za-z0-9/._+,:=@-]+$")
 
 
 class InstallError(HookError):
@@ -97,6 +99,29 @@ def unsafe_directory(info: os.stat_result, *, sticky_ok: bool = False, owner: in
     return ""
 
 
+def check_line_safe(what: str, value: str) -> str:
+    """Return ``value``, a node path install writes into a generated file (a shell script, a comment, a
+    systemd unit, a tmpfiles.d line); refuse in one line one with a character that is not printable: a
+    newline there would start a line of its own (a command in a wrapper, an entry such as ``R! /`` in
+    tmpfiles.d). Each format's own quoting takes care of every printable character."""
+    if not value.isprintable():
+        raise InstallError(
+            f"{what} {escape(value)}: must not hold a control character (a newline would start a line of "
+            "its own in the files install writes)"
+        )
+    return value
+
+
+def tmpfiles_path(path: str) -> str:
+    """Write ``path`` as a tmpfiles.d path field: plain when it can be, else in double quotes with C-style
+    escapes (``\\``, ``\"``); every ``%`` doubled (tmpfiles.d expands specifiers such as ``%h`` in a path)."""
+    check_line_safe("[env-file] directories:", path)
+    field = path.replace("%", "%%")
+    if _TMPFILES_PLAIN.match(path):
+        return field
+    return '"' + field.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def build_tmpfiles(directories: tuple[str, ...]) -> bytes:
     """Return the tmpfiles.d entry that recreates the env-file directories at boot: root-owned, 0700, never
     cleaned by age (an env file must not vanish under a container that is about to start)."""
@@ -104,7 +129,7 @@ def build_tmpfiles(directories: tuple[str, ...]) -> bytes:
         "# gpu-env-hook: the env-file directories ([env-file] directories), recreated at boot.",
         "# `gpu-env-hook uninstall` removes this file.",
     ]
-    lines += [f"d {directory} 0700 root root -" for directory in directories]
+    lines += [f"d {tmpfiles_path(directory)} 0700 root root -" for directory in directories]
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -31,6 +31,7 @@ from hook.install.common import (
     Plan,
     PlannedFile,
     build_tmpfiles,
+    check_line_safe,
     dump_json,
     engine_config_kind,
     rooted,
@@ -107,6 +108,17 @@ def build_plan(options: InstallOptions) -> Plan:
         raise InstallError("--precreate: only podman runs precreate hooks; use it with --engine podman")
     if options.nri and engine != "containerd":
         raise InstallError("--nri: only containerd is supported for now; use it with --engine containerd")
+    for flag, value in (
+        ("--python", options.python),
+        ("--runtime", options.runtime),
+        ("--config", options.config),
+        ("--hooks-dir", options.hooks_dir),
+        ("--containerd-config", options.containerd_config),
+        ("--containerd-binary", options.containerd_binary),
+        ("--nri-python", options.nri_python if options.nri else None),
+    ):
+        if value is not None:
+            check_line_safe(flag, value)
     if not os.path.isabs(options.hooks_dir):
         raise InstallError(f"--hooks-dir {options.hooks_dir}: must be an absolute path")
     node = check_root(root)
@@ -184,6 +196,7 @@ def resolve_runtime(
             f"warning: no runc or crun on the node's PATH ({paths.FIXED_PATH}) yet: the runtime wrapper "
             "looks runc up there at each call; give --runtime PATH to fix it"
         )
+    check_line_safe("--runtime" if options.runtime else "runtime", chosen)
     if not chosen.startswith("/") and "/" in chosen:
         raise InstallError(f"--runtime {chosen}: must be an absolute path")
     if chosen.startswith("/"):

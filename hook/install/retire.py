@@ -20,6 +20,7 @@ from hook.install.inuse import Users
 from hook.install.manifest import MANIFEST_VERSION, RETIRED
 from hook.install.rootfs import NodeRoot
 from hook.util import paths
+from hook.util.safetext import escape
 
 # Runtimes the shim falls back to, looked up on the node's fixed PATH (the first one there wins).
 FALLBACK_RUNTIMES = ("runc", "crun")
@@ -56,7 +57,7 @@ def build_retired_wrapper(runtime: str, engine: str) -> bytes:
             "NAME": paths.RUNTIME_WRAPPER_NAME,
             "VERSION": __version__,
             "ENGINE": engine,
-            "RUNTIME": runtime,
+            "RUNTIME": escape(runtime),  # in a comment: a newline must not end it
             "RUNTIME_QUOTED": shlex.quote(runtime),
             "VALUE_FLAGS": flags,
             "REFUSAL": refusal,

@@ -33,6 +33,7 @@ from hook.install.common import (
 from hook.install.rootfs import NodeRoot
 from hook.launcher import PYTHON_FLAGS, build_code, literal
 from hook.util import envvars, paths
+from hook.util.safetext import escape
 
 HOOK_ENTRY = "hook.__main__"
 RUNTIME_ENTRY = "hook.stages.shim"
@@ -71,7 +72,7 @@ def build_runtime_wrapper(
         {
             "NAME": paths.RUNTIME_WRAPPER_NAME,
             "VERSION": __version__,
-            "RUNTIME": runtime,
+            "RUNTIME": escape(runtime),  # in a comment: a newline must not end it
             "RUNTIME_QUOTED": shlex.quote(runtime),
             "PYTHON": shlex.quote(python),
             "SEARCH": " ".join(shlex.quote(directory) for directory in paths.FIXED_PATH.split(":")),
