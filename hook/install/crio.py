@@ -168,7 +168,8 @@ def plan(options: InstallOptions) -> EnginePlan:
     dropin = PlannedFile(dropin_path(), build_crio_dropin(table, base_name), CONFIG_MODE)
     restart = (
         f"next: restart CRI-O (systemctl restart crio) to load the runtime handler {paths.RUNTIME_HANDLER} "
-        f"(the settings of CRI-O's default runtime, {base_name})"
+        f"(the settings of CRI-O's default runtime, {base_name}); the hooks JSON applies to new containers "
+        "without it"
     )
     runtime = resolve_real_runtime(options.root, base_name, base)
     notes = [*hooks.notes, restart]

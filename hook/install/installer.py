@@ -70,6 +70,8 @@ AFTER_UNINSTALL: dict[str, Callable[[], tuple[str, ...]]] = {
     "containerd": containerd.uninstall_notes,
     "docker": docker.uninstall_notes,
 }
+# How a line of the report that is a step for the user begins (``next_last`` puts them last).
+NEXT = "next: "
 # How uninstall takes our part out of a file it merged into (instead of restoring the bytes it replaced).
 UNMERGERS: dict[str, Callable[[bytes, bytes | None, str], bytes | None]] = {
     docker.DOCKER_MERGE: docker.unmerge_daemon_json,
@@ -320,7 +322,15 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
         lines += take_back_retired(root, retired, [planned.path for planned in plan.files])
     if retired_now:
         record_retired(root, retired_now, [])
-    return lines + list(plan.notes) + coexistence_warnings(options)
+    return next_last([*lines, *plan.notes, *coexistence_warnings(options)])
+
+
+def next_last(lines: list[str]) -> list[str]:
+    """Return the report with its ``next:`` lines (what the user does afterwards, in the order they do it)
+    last: every warning and every change is read before the steps that follow them."""
+    return [line for line in lines if not line.startswith(NEXT)] + [
+        line for line in lines if line.startswith(NEXT)
+    ]
 
 
 def coexistence_warnings(options: InstallOptions) -> list[str]:
@@ -415,6 +425,8 @@ def write_uninstall(
     manifest_at = rooted(root, manifest_path(engine))
     if manifest is None:
         raise InstallError(f"--engine {engine}: not installed under {root} (no {manifest_at})")
+    if manifest_entry(manifest, nri.UNIT_PATH) is not None:
+        nri.check_unit_disabled(NodeRoot(root))
     others = load_other_manifests(root, engine)
     users = runtime_users(engine, manifest, others, root, proc)
     lines: list[str] = []
@@ -440,11 +452,11 @@ def write_uninstall(
         if not others and manifest.get("tree"):
             lines.append(f"would remove {rooted(root, manifest['tree'])}'s versions and current")
             lines += remove_spec_caches(NodeRoot(root), manifest, dry_run=True)
-        return (
+        return next_last(
             lines
             + purge_retired(root, proc=proc, dry_run=True)
-            + list(AFTER_UNINSTALL[engine]())
             + nri_note(manifest)
+            + list(AFTER_UNINSTALL[engine]())
         )
     node = NodeRoot(root)
     if retired:
@@ -468,7 +480,7 @@ def write_uninstall(
         lines.append(f"removed directory {where}")
     if not retired:
         lines += purge_retired(root, proc=proc, dry_run=False)
-    return lines + list(AFTER_UNINSTALL[engine]()) + nri_note(manifest)
+    return next_last(lines + nri_note(manifest) + list(AFTER_UNINSTALL[engine]()))
 
 
 def remove_spec_caches(node: NodeRoot, manifest: dict[str, Any], *, dry_run: bool) -> list[str]:
@@ -500,7 +512,8 @@ def remove_spec_caches(node: NodeRoot, manifest: dict[str, Any], *, dry_run: boo
 
 
 def nri_note(manifest: dict[str, Any]) -> list[str]:
-    """What to run once the NRI plugin's unit is gone (when install --nri wrote it)."""
+    """What to run once the NRI plugin's unit is gone (when install --nri wrote it): first of the next steps,
+    since the plugin would keep adding hooks that start the removed tree."""
     return [nri.uninstall_note()] if manifest_entry(manifest, nri.UNIT_PATH) is not None else []
 
 

@@ -24,11 +24,14 @@ import subprocess
 from typing import Any
 
 from hook.install.common import CONFIG_MODE, InstallError, InstallOptions, PlannedFile, rooted
+from hook.install.rootfs import NodeRoot
 from hook.util import paths
 
 NRI_PLUGIN = "io.containerd.nri.v1.nri"
 UNIT_NAME = "gpu-env-hook-nri"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}.service"
+# What `systemctl enable` makes for the unit (its WantedBy): while it is there, uninstall leaves the unit.
+UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{UNIT_NAME}.service"
 MINIMUM = (1, 7)
 # Version 2 on from containerd 1.7's NRI: version 1 names plugins differently.
 MINIMUM_CONFIG_VERSION = 2
@@ -182,5 +185,18 @@ def plan_unit(options: InstallOptions) -> tuple[PlannedFile, str]:
 
 
 def uninstall_note() -> str:
-    """What the user runs once uninstall removed the unit."""
-    return f"next: systemctl disable --now {UNIT_NAME} && systemctl daemon-reload (its unit file is gone)"
+    """What the user runs once uninstall removed the unit (not enabled: ``check_unit_disabled``)."""
+    return (
+        f"next: systemctl stop {UNIT_NAME}; systemctl daemon-reload (the NRI plugin's unit file is gone; "
+        "stop ends the plugin if it still runs)"
+    )
+
+
+def check_unit_disabled(node: NodeRoot) -> None:
+    """Refuse to remove the unit while it is enabled: `systemctl disable` needs its file (and the plugin
+    would go on adding hooks that start the tree uninstall removes)."""
+    if node.lstat(UNIT_WANTS) is not None:
+        raise InstallError(
+            f"uninstall: the NRI plugin's unit is enabled ({node.show(UNIT_WANTS)}): run "
+            f"`systemctl disable --now {UNIT_NAME}` first (uninstall removes its unit file)"
+        )

@@ -183,7 +183,7 @@ def plan(options: InstallOptions, *, runtime: str) -> tuple[list[PlannedFile], l
     if options.as_nvidia_hook:
         files.append(hook_wrapper(paths.NVIDIA_HOOK_ALIAS))
         notes.append(
-            f"next: {paths.NVIDIA_HOOK_ALIAS} runs gpu-env-hook: `docker run --gpus` (and whatever else "
-            "looks nvidia-container-runtime-hook up on a PATH with /usr/local/bin first) now uses it"
+            f"{paths.NVIDIA_HOOK_ALIAS} runs gpu-env-hook: whatever looks nvidia-container-runtime-hook up "
+            "on a PATH with /usr/local/bin first uses it (dockerd for `docker run --gpus`, once it restarts)"
         )
     return files, notes
