@@ -26,3 +26,15 @@ def containerd2() -> Path | None:
     """The containerd 2.x binary of :func:`containerd2_dir`, if there is one."""
     directory = containerd2_dir()
     return None if directory is None else directory / "containerd"
+
+
+def crio_dir() -> Path | None:
+    """The directory of the CRI-O build named by GPU_ENV_HOOK_CRIO (``crio`` and ``pinns``, or the directory
+    above such a ``bin/``), if there is one. Debian 12 packages no CRI-O; tests that need it skip without."""
+    named = os.environ.get("GPU_ENV_HOOK_CRIO", "")
+    if not named:
+        return None
+    for candidate in (Path(named), Path(named) / "bin"):
+        if (candidate / "crio").is_file() and (candidate / "pinns").is_file():
+            return candidate
+    return None

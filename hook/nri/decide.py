@@ -3,8 +3,11 @@
 A container whose environment names no env file gets no adjustment at all. For one that does, the file is
 resolved by the hook's own code (``hook.pipeline.envfile``: trusted directories, owner and mode, content
 rules) and its pin checked against the pod identity the runtime sent in the NRI request (``PodSandbox.uid``
-and the container's name): the subset of NRI's protocol we decode has no annotations, so nothing a pod spec
-chooses can stand in for the identity. The answer:
+and the container's name; judged under the annotation keys of the runtime that configured the plugin,
+containerd's or CRI-O's, so a refusal names the key that runtime's users know): the subset of NRI's
+protocol we decode has no annotations, so nothing a pod spec chooses can stand in for the identity. (CRI-O
+names the container by kubelet's ``io.kubernetes.container.name`` label, set over any pod annotation.)
+The answer:
 
 - the file's variables as env adjustments, and the variable naming the file set empty: a container whose
   environment still names a file was not handled by the plugin (the backstop hook refuses it);
@@ -12,8 +15,9 @@ chooses can stand in for the identity. The answer:
   (``-env-file-merged=pinned:NAMES``): the hook never reads the file again and calls nvidia-container-cli
   once; none is added when the container already has a GPU hook;
 - CDI mode: the requested devices, checked as the runtime shim checks them (defined by a spec; an
-  allocation only for its own pod), as CDI device names that containerd >= 2.1 resolves itself, or as their
-  edits (device nodes, mounts, hooks, variables) for containerd 2.0, which ignores names;
+  allocation only for its own pod), as CDI device names that containerd >= 2.1 and CRI-O >= 1.34 resolve
+  themselves, or as their edits (device nodes, mounts, hooks, variables) for containerd 2.0 (and an older
+  CRI-O), which ignore names;
   ``NVIDIA_VISIBLE_DEVICES=void`` either way.
 
 A refusal raises a HookError whose one line the plugin returns as the request's error: the runtime fails
@@ -32,8 +36,13 @@ if TYPE_CHECKING:
     from hook.pipeline.envfile import EnvFile
 
 BACKSTOP = "nri-backstop"
-# containerd sets these annotations itself from the same identity; the pin rules are written against them.
+# The runtime sets these annotations itself from the same identity; the pin rules are written against them
+# (containerd's keys until Configure names the runtime: the plugin is refused nothing before it).
 ENGINE = "containerd"
+# Our engine name for an NRI runtime name (Configure's ``runtime_name``) whose annotations differ.
+ENGINES = {"cri-o": "crio"}
+# The first version of each runtime that applies an adjustment's CDI device names itself.
+CDI_NAMES_FROM = {"containerd": (2, 1), "cri-o": (1, 34)}
 
 
 class Context:
@@ -57,9 +66,16 @@ class Context:
         self.runtime_version = runtime_version
 
 
-def pod_identity(pod: nri_pb2.PodSandbox, container: nri_pb2.Container) -> dict[str, str]:
+def engine_of(runtime_name: str) -> str:
+    """The engine whose annotation keys name the identity: ``crio`` for CRI-O, else ``containerd``."""
+    return ENGINES.get(runtime_name, ENGINE)
+
+
+def pod_identity(
+    pod: nri_pb2.PodSandbox, container: nri_pb2.Container, engine: str = ENGINE
+) -> dict[str, str]:
     """The pod identity from the NRI request (uid, namespace, name, the container's name), under the
-    annotation keys containerd writes itself, which the pin rules check (``hook.pipeline.pod``)."""
+    annotation keys ``engine`` writes itself, which the pin rules check (``hook.pipeline.pod``)."""
     from hook.pipeline.pod import as_annotations, pod_pins
 
     pins = pod_pins(
@@ -68,19 +84,20 @@ def pod_identity(pod: nri_pb2.PodSandbox, container: nri_pb2.Container) -> dict[
         name=pod.name or None,
         container=container.name or None,
     )
-    return as_annotations(pins, ENGINE)
+    return as_annotations(pins, engine)
 
 
 def cdi_names_applied(runtime_name: str, runtime_version: str) -> bool:
-    """Tell whether the runtime applies an adjustment's CDI device names: containerd >= 2.1."""
-    if runtime_name != "containerd":
+    """Tell whether the runtime applies an adjustment's CDI device names: containerd >= 2.1, CRI-O >= 1.34."""
+    first = CDI_NAMES_FROM.get(runtime_name)
+    if first is None:
         return False
     parts = runtime_version.lstrip("v").split(".")
     try:
         major, minor = int(parts[0]), int(parts[1])
     except (ValueError, IndexError):
         return False
-    return (major, minor) >= (2, 1)
+    return (major, minor) >= first
 
 
 def hook_entries(hooks: nri_pb2.Hooks) -> dict[str, object]:
@@ -114,8 +131,9 @@ def adjust_container(
     # The records are plain classes: a copy of the settings with this plugin's engine as the binding's.
     settings = copy.copy(settings)
     settings.env_file = copy.copy(settings.env_file)
-    settings.env_file.pod_binding_engine = ENGINE
-    identity = pod_identity(pod, container)
+    engine = engine_of(context.runtime_name)
+    settings.env_file.pod_binding_engine = engine
+    identity = pod_identity(pod, container, engine)
     env_file = resolve_env_file(env, identity, settings.env_file)
     adjust = nri_pb2.ContainerAdjustment()
     # Handled: the variable set empty, which the backstop lets through. (Not removed: containerd 2.3 with
@@ -171,8 +189,9 @@ def _cdi_devices(
 ) -> dict[str, str]:
     """CDI mode: the devices the merged environment asks for (the hook's privilege gate; a container is never
     counted privileged here), checked and resolved as the runtime shim does (``inject_requested``: a device
-    no spec defines, or another pod's allocation, is refused). containerd >= 2.1 is given their names;
-    containerd 2.0, which ignores names, their edits. Returns the variables to set."""
+    no spec defines, or another pod's allocation, is refused). containerd >= 2.1 and CRI-O >= 1.34 are given
+    their names; containerd 2.0 (and an older CRI-O), which ignore names, their edits. Returns the variables
+    to set."""
     from hook.pipeline.cdidevices import cdi_device_names, inject_requested
     from hook.pipeline.request import resolve_devices
 

@@ -4,7 +4,7 @@
 mount namespace (``unshare --mount``) where the node tree's ``etc/containerd``, ``usr/local`` (and
 ``opt/gpu-env-hook`` when there is one) are bind-mounted over the real paths, so the daemon reads exactly
 what ``install --root NODE`` wrote, at the node paths written into it, and nothing on the host changes
-(the mount points and ``/opt/containerd`` it had to create are removed at exit: ``remove_host_mount_points``). Its
+(the mount points and ``/opt/containerd`` it had to create are removed at exit: ``remove_empty_mount_points``). Its
 ``--root``, ``--state`` and ``--address`` are under ``workdir``, and a directory of ``workdir`` is mounted
 over ``/run/containerd`` too: the runc.v2 shim keeps runc's state (``/run/containerd/runc``) and its
 sockets (``/run/containerd/s``) there whatever ``--state`` says. ``stop()`` ends the daemon, every shim
@@ -57,16 +57,19 @@ HOST_PATHS = (*NODE_BINDS, "/run/containerd", "/opt/containerd", "/var/lib/conta
 ABSENT_BEFORE = [Path(path) for path in HOST_PATHS if not os.path.lexists(path)]
 
 
-@atexit.register
-def remove_host_mount_points() -> None:
-    """Remove the empty directories the namespaces left at ``ABSENT_BEFORE`` paths (deepest first)."""
-    for path in ABSENT_BEFORE:
+def remove_empty_mount_points(absent_before: list[Path]) -> None:
+    """Remove the empty directories namespaces left at paths that were absent before (deepest first); a
+    directory holding a file is kept."""
+    for path in absent_before:
         if path.is_symlink() or not path.is_dir():
             continue
         below = [entry for entry in path.rglob("*") if entry.is_dir() and not entry.is_symlink()]
         for directory in [*sorted(below, key=lambda entry: -len(entry.parts)), path]:
             with contextlib.suppress(OSError):  # not empty (a file the test did not make): keep it
                 directory.rmdir()
+
+
+atexit.register(remove_empty_mount_points, ABSENT_BEFORE)
 
 
 class ContainerdError(RuntimeError):

@@ -52,6 +52,20 @@ def compiled() -> tuple[ModuleType, ModuleType]:
         sys.path.remove(str(out))
 
 
+# The labels kubelet puts on every sandbox and container it creates (from the pod spec, never from a pod's
+# annotations); CRI-O names a container to NRI by the container-name one.
+CONTAINER_NAME_LABEL = "io.kubernetes.container.name"
+
+
+def pod_labels(metadata: Any) -> dict[str, str]:
+    """The pod labels kubelet sets from a sandbox's metadata."""
+    return {
+        "io.kubernetes.pod.name": metadata.name,
+        "io.kubernetes.pod.namespace": metadata.namespace,
+        "io.kubernetes.pod.uid": metadata.uid,
+    }
+
+
 class CriClient:
     """The CRI RuntimeService of one containerd, called as kubelet calls it."""
 
@@ -74,8 +88,10 @@ class CriClient:
         """A pod sandbox in the node's network, PID and IPC namespaces (no CNI needed), logs in a directory."""
         pb = self.pb
         node = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
+        metadata = pb.PodSandboxMetadata(name=name, uid=f"uid-{name}", namespace="default", attempt=0)
         return pb.PodSandboxConfig(
-            metadata=pb.PodSandboxMetadata(name=name, uid=f"uid-{name}", namespace="default", attempt=0),
+            metadata=metadata,
+            labels=pod_labels(metadata),
             log_directory=str(log_directory),
             annotations=annotations,
             linux=pb.LinuxPodSandboxConfig(
@@ -98,15 +114,27 @@ class CriClient:
         command: list[str],
         env: dict[str, str],
         log_path: str,
+        cdi_devices: tuple[str, ...] = (),
     ) -> str:
-        """CreateContainer in a sandbox; returns the container id."""
+        """CreateContainer in a sandbox (with the CDI devices a device plugin named, kubelet's CDIDevices);
+        returns the container id."""
         pb = self.pb
         config = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
-            image=pb.ImageSpec(image=image),
+            # The image as the pod named it, which kubelet passes too: CRI-O checks its signature policy by it.
+            image=pb.ImageSpec(image=image, user_specified_image=image),
             command=command,
             envs=[pb.KeyValue(key=key, value=value) for key, value in env.items()],
+            labels={**pod_labels(sandbox_config.metadata), CONTAINER_NAME_LABEL: name},
             log_path=log_path,
+            CDI_devices=[pb.CDIDevice(name=device) for device in cdi_devices],
+            # The sandbox's namespaces, as kubelet repeats them for each container (CRI-O refuses a pod PID
+            # namespace in a sandbox without one).
+            linux=pb.LinuxContainerConfig(
+                security_context=pb.LinuxContainerSecurityContext(
+                    namespace_options=sandbox_config.linux.security_context.namespace_options
+                )
+            ),
         )
         request = pb.CreateContainerRequest(
             pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config
@@ -183,6 +211,7 @@ def start_pod(
     command: list[str],
     env: dict[str, str],
     name: str = "gpu",
+    cdi_devices: tuple[str, ...] = (),
 ) -> Pod:
     """Start a pod with one container as kubelet does: RunPodSandbox with the RuntimeClass handler,
     CreateContainer, StartContainer. The pod is removed again if a later step fails; otherwise the caller
@@ -192,7 +221,14 @@ def start_pod(
     sandbox = client.run_pod_sandbox(config, handler)
     try:
         container = client.create_container(
-            sandbox, config, name=name, image=image, command=command, env=env, log_path=f"{name}.log"
+            sandbox,
+            config,
+            name=name,
+            image=image,
+            command=command,
+            env=env,
+            log_path=f"{name}.log",
+            cdi_devices=cdi_devices,
         )
         client.start_container(container)
     except BaseException:

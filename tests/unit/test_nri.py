@@ -223,6 +223,45 @@ def test_pin_is_checked_against_the_pod_and_container_nri_names(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
+    ("runtime", "pin", "refusal"),
+    [
+        pytest.param(
+            ("cri-o", "1.36.3"),
+            "GPU_ENV_HOOK_POD_UID=uid-2\nX=1\n",
+            "is pinned to another pod (annotation io.kubernetes.pod.uid differs)",
+            id="cri-o-other-uid",
+        ),
+        pytest.param(
+            ("cri-o", "1.36.3"),
+            "GPU_ENV_HOOK_POD_UID=uid-1\nGPU_ENV_HOOK_CONTAINER_NAME=sidecar\n",
+            "is pinned to another container (annotation io.kubernetes.container.name differs)",
+            id="cri-o-other-container",
+        ),
+        pytest.param(
+            ("containerd", "2.3.4"),
+            "GPU_ENV_HOOK_POD_UID=uid-2\nX=1\n",
+            "is pinned to another pod (annotation io.kubernetes.cri.sandbox-uid differs)",
+            id="containerd-other-uid",
+        ),
+        pytest.param(("cri-o", "1.36.3"), "GPU_ENV_HOOK_POD_UID=uid-1\nX=1\n", None, id="cri-o-same-pod"),
+    ],
+)
+def test_refusal_names_the_key_of_the_runtime_that_configured_the_plugin(
+    tmp_path: Path, runtime: tuple[str, str], pin: str, refusal: str | None
+) -> None:
+    """The identity is NRI's on every runtime; a refusal names it by the annotation key that runtime writes
+    (CRI-O's io.kubernetes.pod.*, containerd's io.kubernetes.cri.*), the one its users can look up."""
+    path = write_env_file(tmp_path, pin)
+    context = make_context(tmp_path, runtime=runtime)
+    if refusal is None:
+        assert adjust_container(POD, container([f"{VAR}={path}"]), context) is not None
+        return
+    with pytest.raises(EnvFileError) as refused:
+        adjust_container(POD, container([f"{VAR}={path}"]), context)
+    assert str(refused.value) == f"env file '{path}': {refusal}"
+
+
+@pytest.mark.parametrize(
     ("pin", "refusal"),
     [
         pytest.param(
@@ -434,7 +473,10 @@ def test_cdi_devices_checked_before_any_is_named(
         pytest.param("containerd", "v2.0.7", False, id="v2.0"),
         pytest.param("containerd", "1.7.27", False, id="1.7"),
         pytest.param("containerd", "garbage", False, id="unparsable"),
-        pytest.param("cri-o", "1.34.0", False, id="cri-o-not-yet"),
+        pytest.param("cri-o", "1.34.0", True, id="cri-o-1.34"),
+        pytest.param("cri-o", "1.36.3", True, id="cri-o-1.36"),
+        pytest.param("cri-o", "1.33.5", False, id="cri-o-1.33"),
+        pytest.param("podman", "5.0.0", False, id="another-runtime"),
     ],
 )
 def test_cdi_names_applied(name: str, version: str, expected: bool) -> None:

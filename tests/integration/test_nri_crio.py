@@ -1,0 +1,222 @@
+"""``gpu-env-hook nri`` on a real CRI-O, through CRI as kubelet calls it (the default handler, no RuntimeClass).
+
+CRI-O is not packaged for Debian 12: these tests run a build found through ``GPU_ENV_HOOK_CRIO`` (a directory
+holding ``crio`` and ``pinns``, or one with them in ``bin/``) and are skipped where it is absent. Each test
+starts its own daemon (``tests/integration/crio.py``: NRI on, as CRI-O 1.36 has it by default, its socket
+under the test's directory; CDI specs from the node's ``/etc/cdi``) and the plugin as a process, and stops
+both, even when it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from containerd import write_image_archive
+from cri import CriClient, read_cri_log, remove_pod, start_pod
+from crio import CRIO_IMAGE, Crio, node_config, running
+from engine_builds import crio_dir
+from runc_hooks import STANDIN_CLI
+from test_nri_containerd import ENV_DIR, ENV_FILE, PYTHON, VAR, write_cdi_spec, write_env_file
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or crio_dir() is None, reason="needs root and GPU_ENV_HOOK_CRIO (CRI-O)"
+    ),
+]
+
+
+class Node:
+    """One CRI-O with NRI, the plugin's configuration and a CRI client, for one test."""
+
+    def __init__(self, tmp_path: Path, daemon: Crio, hook_config: Path, records: Path) -> None:
+        self.tmp_path = tmp_path
+        self.daemon = daemon
+        self.hook_config = hook_config
+        self.records = records
+        self.client = CriClient(daemon.address)
+        self.plugin: subprocess.Popen[bytes] | None = None
+        self.plugin_log = tmp_path / "plugin.log"
+
+    def start_plugin(self) -> None:
+        """Start ``gpu-env-hook nri`` on CRI-O's NRI socket and wait until CRI-O has configured it."""
+        import time
+
+        with self.plugin_log.open("ab") as log:
+            argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri"]
+            self.plugin = subprocess.Popen(
+                [*argv, str(self.daemon.nri_socket)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 30
+        while "configured by" not in self.plugin_log.read_text(errors="replace"):
+            assert self.plugin.poll() is None, self.plugin_log.read_text()
+            assert time.monotonic() < deadline, f"plugin not configured: {self.plugin_log.read_text()}"
+            time.sleep(0.05)
+
+    def stop_plugin(self) -> None:
+        """Stop the plugin (TERM, then KILL) and wait for it."""
+        if self.plugin is not None and self.plugin.poll() is None:
+            self.plugin.terminate()
+            try:
+                self.plugin.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.plugin.kill()
+                self.plugin.wait(timeout=5)
+        self.plugin = None
+
+    def cli_calls(self) -> list[dict[str, Any]]:
+        """What the stand-in cli recorded, one record per call."""
+        return [json.loads(path.read_text()) for path in sorted(self.records.glob("*.json"))]
+
+    def run(
+        self,
+        name: str,
+        env: dict[str, str],
+        command: list[str] | None = None,
+        cdi_devices: tuple[str, ...] = (),
+    ) -> tuple[Any, list[str]]:
+        """A pod with one container through CRI (default handler), run to its end; its status and stdout."""
+        pod = start_pod(
+            self.client,
+            workdir=self.tmp_path,
+            handler="",
+            image=CRIO_IMAGE,
+            command=command or ["/bin/env"],
+            env=env,
+            name=name,
+            cdi_devices=cdi_devices,
+        )
+        try:
+            status = self.client.wait_exited(pod.container)
+            return status, read_cri_log(pod.log)
+        finally:
+            remove_pod(self.client, pod.sandbox)
+
+
+@pytest.fixture(scope="module")
+def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The busybox test image, built once for this module."""
+    directory = tmp_path_factory.mktemp("crio-image")
+    return write_image_archive(directory / "image.tar", CRIO_IMAGE, ["/bin/sleep", "3600"])
+
+
+@pytest.fixture
+def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
+    """CRI-O with NRI (its default), the test GPUs' CDI spec in the node's /etc/cdi, a hook config using the
+    stand-in cli; in CDI mode when parametrized with "cdi"."""
+    device_mode = getattr(request, "param", "legacy")
+    tree = tmp_path / "node"
+    (tree / "etc/crio").mkdir(parents=True)
+    (tree / "etc/crio/crio.conf").write_text(node_config(tmp_path / "daemon"))
+    cdi = tree / "etc/cdi"
+    write_cdi_spec(cdi)
+    records = tmp_path / "cli-records"
+    records.mkdir()
+    hook_config = tmp_path / "gpu-env-hook.toml"
+    hook_config.write_text(
+        "[nvidia-container-cli]\n"
+        f'path = "{STANDIN_CLI}"\n'
+        f'environment = ["STANDIN_RECORD_DIR={records}"]\n'
+        "[env-file]\n"
+        f'directories = ["{ENV_DIR}"]\n'
+        f'[gpu-env]\ndevice-mode = "{device_mode}"\n'
+        f'[gpu-env.cdi]\nspec-dirs = ["{cdi}"]\nspec-cache = "{tmp_path / "spec-cache"}"\n'
+    )
+    with running(tree, tmp_path / "daemon") as daemon:
+        daemon.import_image(image_archive)
+        current = Node(tmp_path, daemon, hook_config, records)
+        try:
+            yield current
+        finally:
+            current.stop_plugin()
+            current.client.close()
+
+
+def test_env_file_applied_from_the_nri_identity_another_pods_refused(node: Node) -> None:
+    """Legacy mode on CRI-O: the plugin is configured by cri-o; a container without an env file is
+    untouched; a file pinned to the pod (uid and container name, from NRI) reaches the process and the
+    stand-in cli is called once with its devices through our prestart hook; a file pinned to another pod is
+    refused at CreateContainer with our one line, naming CRI-O's annotation key, no file content echoed."""
+    pinned = write_env_file(
+        "crio-a.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-a\nGPU_ENV_HOOK_CONTAINER_NAME=gpu-a\n"
+    )
+    other = write_env_file("crio-b.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-someone-else\n")
+    node.start_plugin()
+    assert "configured by cri-o 1.36" in node.plugin_log.read_text()
+
+    status, stdout = node.run("plain", {"FROM_CRI": "yes"})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "FROM_CRI=yes" in stdout
+    assert not any(line.startswith(("NVIDIA_", "USER_CUSTOM_ENV")) for line in stdout)
+    assert node.cli_calls() == []
+
+    status, stdout = node.run("gpu-a", {VAR: str(pinned)})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert {"NVIDIA_VISIBLE_DEVICES=1,2", "USER_CUSTOM_ENV=hello", f"{VAR}="} <= set(stdout)
+    calls = node.cli_calls()
+    assert len(calls) == 1
+    assert "--device=1,2" in calls[0]["argv"]
+
+    with pytest.raises(grpc.RpcError) as refused:
+        node.run("gpu-a", {VAR: str(other)})
+    details = refused.value.details() or ""
+    assert (
+        f"env file '{other}': is pinned to another pod (annotation io.kubernetes.pod.uid differs)" in details
+    )
+    assert "uid-someone-else" not in details
+    assert len(node.cli_calls()) == 1
+
+
+@pytest.mark.parametrize("node", ["cdi"], indirect=True)
+def test_cdi_mode_crio_injects_the_devices_named_by_nri(node: Node) -> None:
+    """CDI mode on CRI-O 1.36: the plugin names the file's devices (CRI-O >= 1.34 resolves NRI's CDI
+    names); their edits (a variable, a device node) are in the container, the process sees the file's
+    variables, and no hook or cli runs."""
+    env_file = write_env_file(
+        "crio-cdi.env", "GPU_ENV_HOOK_POD_UID=uid-gpu-cdi\nNVIDIA_VISIBLE_DEVICES=3\nA=1\n"
+    )
+    node.start_plugin()
+    status, stdout = node.run("gpu-cdi", {VAR: str(env_file)}, ["/bin/sh", "-c", "env; ls /dev"])
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert {"CDI_GPU=3", "A=1", "NVIDIA_VISIBLE_DEVICES=void", "nvidia-test3"} <= set(stdout)
+    assert "nvidia-test0" not in stdout
+    assert node.cli_calls() == []
+
+
+def test_pod_annotations_cannot_forge_the_identity(node: Node) -> None:
+    """A pod annotated with CRI-O's own pod-uid key and the victim's uid is still the pod it is: the identity
+    comes from NRI's PodSandbox, never from an annotation."""
+    victim = write_env_file("crio-victim.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-victim\n")
+    node.start_plugin()
+    client = node.client
+    config = client.sandbox_config(
+        "attacker", node.tmp_path / "logs", {"io.kubernetes.pod.uid": "uid-victim"}
+    )
+    sandbox = client.run_pod_sandbox(config, "")
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            client.create_container(
+                sandbox,
+                config,
+                name="attacker",
+                image=CRIO_IMAGE,
+                command=["/bin/env"],
+                env={VAR: str(victim)},
+                log_path="attacker.log",
+            )
+        assert "is pinned to another pod (annotation io.kubernetes.pod.uid differs)" in (
+            refused.value.details() or ""
+        )
+    finally:
+        remove_pod(client, sandbox)
