@@ -23,6 +23,18 @@ handler, start no thread and close their files in with-blocks) ends the process 
 and stderr flushed, then ``posix._exit``, without the interpreter's teardown (about 1 ms, a sixth of its
 start). Any other status (the commands for people, an error report, ``None``) ends as Python ends.
 
+The interpreter (``python_command``): a node's own (``/usr/bin/python3``: its path is the command), or the
+one ``install --python tree`` copies into each version of the tree (``<tree>/<version>/python``: Debian's
+python3.11 with its own dynamic loader and shared libraries), which is started through that loader so that
+every library comes from the tree and none from the node's ``/lib`` or ``/etc/ld.so.cache``::
+
+    <dir>/ld-linux-x86-64.so.2 --library-path <dir>/lib --argv0 <dir>/bin/python3.11 <dir>/bin/python3.11
+
+(``--argv0`` makes ``sys.executable`` the interpreter's path, from which it finds ``sys.prefix``: ``<dir>``).
+The loader's options are not environment variables, so nothing the hook runs (``nvidia-container-cli``,
+``ldconfig``: the node's own) inherits them. ``own_command`` tells how this process was started, so that the
+hook the shim adds to a spec runs as the shim did.
+
 This module imports nothing of the package (every part may use it) and only builtin modules (``sys``,
 ``posix``: ``os`` is not loaded by ``python -I -S`` and the stages do without it).
 """
@@ -39,6 +51,12 @@ PYTHON_FLAGS = ("-I", "-S", "-X", "utf8")
 CODE_MARK = "# gpu-env-hook launch"
 CURRENT = "current"
 LIB = "lib"
+# ``install --python tree``: the interpreter in each version of the tree (``<tree>/<version>/python``), its
+# dynamic loader and its binary within that directory (x86_64 glibc only).
+TREE_PYTHON = "tree"
+PYTHON_DIR = "python"
+LOADER = "ld-linux-x86-64.so.2"
+PYTHON_BIN = "bin/python3.11"
 
 
 class Done(int):
@@ -94,9 +112,38 @@ def literal(value: str) -> str:
     return literal
 
 
-def build_argv(python: str, code: str) -> list[str]:
-    """Return the interpreter's argv up to the program's own arguments."""
-    return [python, *PYTHON_FLAGS, "-c", code]
+def bundled_command(directory: str) -> list[str]:
+    """Return the command that starts the interpreter copied into ``directory`` (``<tree>/.../python``):
+    through its own loader, with only its own libraries."""
+    binary = f"{directory}/{PYTHON_BIN}"
+    return [f"{directory}/{LOADER}", "--library-path", f"{directory}/{LIB}", "--argv0", binary, binary]
+
+
+def tree_command(tree: str) -> list[str]:
+    """Return the command that starts the interpreter of the tree's current version, named through
+    ``current`` (what install writes into engine configs: never a version)."""
+    return bundled_command(f"{tree}/{CURRENT}/{PYTHON_DIR}")
+
+
+def python_command(python: str, tree: str) -> list[str]:
+    """Return the command that starts ``python``: ``tree`` (``TREE_PYTHON``) for the tree's own interpreter,
+    else the interpreter's path."""
+    return tree_command(tree) if python == TREE_PYTHON else [python]
+
+
+def own_command() -> list[str]:
+    """Return the command that starts the interpreter running this process: the tree's one through its
+    loader (``sys.executable`` is ``<dir>/bin/python3.11`` with the loader in ``<dir>``), else
+    ``sys.executable``."""
+    executable = sys.executable
+    if executable.endswith("/" + PYTHON_BIN):
+        directory = executable[: -len(PYTHON_BIN) - 1]
+        try:
+            posix.stat(f"{directory}/{LOADER}")
+        except OSError:
+            return [executable]
+        return bundled_command(directory)
+    return [executable]
 
 
 def is_launch_code(args: list[object]) -> bool:

@@ -210,3 +210,17 @@ def run_hook(record_path: Path) -> RunHook:
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tree_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The command that starts the interpreter ``install --python tree`` copies into the node's tree (this
+    session's base interpreter, its loader and libraries, the pruned standard library), written once into a
+    scratch tree as install writes it."""
+    from hook.install.rootfs import NodeRoot
+    from hook.install.tree import collect_tree, write_tree
+    from hook.launcher import tree_command
+
+    root = tmp_path_factory.mktemp("tree-python")
+    write_tree(NodeRoot(str(root)), collect_tree(bundle=True), "/tree", compile_with=None)
+    return tree_command(f"{root}/tree")

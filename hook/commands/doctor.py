@@ -12,6 +12,7 @@ import re
 import stat
 from typing import Any, NamedTuple
 
+from hook.launcher import LOADER
 from hook.util import paths
 from hook.util.errors import HookError
 from hook.util.safetext import os_reason
@@ -566,7 +567,7 @@ def check_isolated(root: str, path: str, args: list[str]) -> Check:
     """A registered entry must start Python with ``-I`` (no PYTHONPATH, no user site, no cwd on sys.path)."""
     name = f"isolated {path}"
     fix = "reinstall: gpu-env-hook install (its wrappers run python -I)"
-    if _PYTHON.search(path):
+    if _PYTHON.search(path) or paths.basename(path) == LOADER:  # the tree's interpreter: through its loader
         ok = "-I" in args or any(_has_isolate_flag(arg) for arg in args[1:2])
         detail = "python started with -I" if ok else "python started without -I in the entry's args"
         return Check(name, ok=ok, detail=detail, fix=fix)

@@ -82,7 +82,9 @@ def install_command(
     python: Annotated[
         str | None,
         typer.Option(
-            help="Interpreter the engines run, as a node path (default: this one's base, not a venv)."
+            help="Interpreter the engines run, as a node path (default: this one's base, not a venv); "
+            "tree: a copy of this one's base, with its loader and libraries, in the node's tree (the node "
+            "then needs no Python and no C library of its own)."
         ),
     ] = None,
     runtime: Annotated[

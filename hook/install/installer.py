@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hook.install import containerd, crio, docker, nri, podman, retire, tree, wrappers
+from hook.install import bundle, containerd, crio, docker, nri, podman, retire, tree, wrappers
 from hook.install.common import (
     CONFIG_MODE,
     ENGINES,
@@ -50,6 +50,7 @@ from hook.install.manifest import (
     sha256,
 )
 from hook.install.rootfs import NodeRoot, check_root
+from hook.launcher import TREE_PYTHON
 from hook.util import paths
 from hook.util.errors import HookError
 
@@ -280,7 +281,8 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
     stale = [
         entry for entry in (own or {}).get("files", []) if manifest_entry(manifest, entry["path"]) is None
     ]
-    content = tree.collect_tree()
+    bundled = options.python == TREE_PYTHON
+    content = tree.collect_tree(bundle=bundled)
     if dry_run:
         lines = [f"would create directory {rooted(root, directory)}" for directory in created]
         lines.append(
@@ -300,8 +302,10 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
     # The tree before the wrappers that start it: an engine never runs a wrapper whose package is missing.
     # Byte-compiled by the interpreter the engines run (its cache tag), found beneath the root: under
     # --root (a DaemonSet) too when it is already there; otherwise every start compiles in memory.
-    there = node.stat(options.python)
+    # The tree's own interpreter is the one running here (a copy): it compiles, from here.
+    there = None if bundled else node.stat(options.python)
     compile_with = node.show(options.python) if there is not None and there.st_mode & 0o111 else None
+    compile_with = bundle.interpreter() if bundled else compile_with
     lines += tree.write_tree(node, content, compile_with=compile_with)
     for planned in plan.files:
         node.write_atomic(planned.path, planned.data, mode=planned.mode, owner=kept_owner(node, planned.path))

@@ -45,9 +45,10 @@ import subprocess
 from typing import NamedTuple
 
 from hook import __version__
+from hook.install.bundle import STDLIB, BundledFile, collect_bundle, find_loader, interpreter
 from hook.install.common import InstallError
 from hook.install.rootfs import NodeRoot, could_not
-from hook.launcher import CURRENT, LIB
+from hook.launcher import CURRENT, LIB, TREE_PYTHON
 from hook.util import atomicwrite, paths
 from hook.util.safetext import os_reason
 
@@ -64,10 +65,12 @@ DIR_MODE = 0o755
 
 
 class TreeContent(NamedTuple):
-    """The files of one version (relative to its directory, ``lib/hook/...``) and the version's name."""
+    """The files of one version (relative to its directory, ``lib/hook/...``) and the version's name; with
+    ``install --python tree``, the interpreter's files too (``python/...``, copied from where they are)."""
 
     name: str
     files: tuple[tuple[str, bytes], ...]
+    bundled: "tuple[BundledFile, ...]" = ()
 
 
 def package_dirs() -> list[tuple[str, str]]:
@@ -82,8 +85,9 @@ def package_dirs() -> list[tuple[str, str]]:
     return found
 
 
-def collect_tree() -> TreeContent:
-    """Read the package files this process runs from; name the version by their digest."""
+def collect_tree(*, bundle: bool = False) -> TreeContent:
+    """Read the package files this process runs from (``bundle``: and find its interpreter's,
+    ``hook.install.bundle``); name the version by their digest."""
     files: list[tuple[str, bytes]] = []
     for name, directory in package_dirs():
         for parent, dirs, names in os.walk(directory):
@@ -95,10 +99,23 @@ def collect_tree() -> TreeContent:
                 relative = os.path.relpath(path, directory)
                 with open(path, "rb") as fh:
                     files.append((f"{LIB}/{name}/{relative}", fh.read()))
+    bundled: list[BundledFile] = []
+    if bundle:
+        extensions = [
+            os.path.join(directory, relative[len(f"{LIB}/{name}/") :])
+            for name, directory in package_dirs()
+            for relative, _ in files
+            if relative.startswith(f"{LIB}/{name}/") and relative.endswith(".so")
+        ]
+        bundled = collect_bundle(extensions)
     digest = hashlib.sha256()
     for relative, data in files:
         digest.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
-    return TreeContent(f"{__version__}-{digest.hexdigest()[:12]}", tuple(files))
+    for item in bundled:
+        with open(item.source, "rb") as fh:
+            data = fh.read()
+        digest.update(f"{item.path}\0{item.mode:o}\0{item.mtime_ns}".encode() + hashlib.sha256(data).digest())
+    return TreeContent(f"{__version__}-{digest.hexdigest()[:12]}", tuple(files), tuple(bundled))
 
 
 def editable_warning() -> str | None:
@@ -187,8 +204,7 @@ def build_version(node: NodeRoot, tree: str, content: TreeContent, *, compile_wi
                     os.fchmod(top, DIR_MODE)
                     _write_files(top, content)
                     if compile_with is not None:
-                        lib, node_lib = f"/proc/self/fd/{top}/{LIB}", f"{tree}/{content.name}/{LIB}"
-                        _compile(compile_with, lib, node_lib, top)
+                        _compile_version(compile_with, top, f"{tree}/{content.name}")
                     settle_modes(top)
                 finally:
                     os.close(top)
@@ -203,14 +219,18 @@ def build_version(node: NodeRoot, tree: str, content: TreeContent, *, compile_wi
 def _write_files(top: int, content: TreeContent) -> None:
     """Write every file (and the directories on the way) below the directory ``top``, then the marker."""
     made: set[str] = set()
+    for item in content.bundled:
+        _make_parents(top, item.path, made)
+        with open(item.source, "rb") as fh:
+            data = fh.read()
+        fd = atomicwrite.create(item.path, top)
+        try:
+            atomicwrite.fill(fd, data, mode=item.mode)
+            os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))
+        finally:
+            os.close(fd)
     for relative, data in (*content.files, (TREE_MARK, f"gpu-env-hook {content.name}\n".encode())):
-        parts = relative.split("/")
-        for depth in range(1, len(parts)):
-            directory = "/".join(parts[:depth])
-            if directory not in made:
-                os.mkdir(directory, DIR_MODE, dir_fd=top)
-                os.chmod(directory, DIR_MODE, dir_fd=top)
-                made.add(directory)
+        _make_parents(top, relative, made)
         fd = atomicwrite.create(relative, top)
         try:
             atomicwrite.fill(fd, data, mode=FILE_MODE)
@@ -263,7 +283,7 @@ def repair_version(node: NodeRoot, tree: str, name: str, *, compile_with: str | 
                     return []
                 _remove_caches(top)
                 if compile_with is not None:
-                    _compile(compile_with, f"/proc/self/fd/{top}/{LIB}", f"{tree}/{name}/{LIB}", top)
+                    _compile_version(compile_with, top, f"{tree}/{name}")
                     settle_modes(top)
             finally:
                 os.close(top)
@@ -287,6 +307,25 @@ def _remove_caches(top: int) -> None:
             _remove_caches(fd)
         finally:
             os.close(fd)
+
+
+def _make_parents(top: int, relative: str, made: set[str]) -> None:
+    """Create the directories on the way to ``relative`` below ``top`` (0755), once each."""
+    parts = relative.split("/")
+    for depth in range(1, len(parts)):
+        directory = "/".join(parts[:depth])
+        if directory not in made:
+            os.mkdir(directory, DIR_MODE, dir_fd=top)
+            os.chmod(directory, DIR_MODE, dir_fd=top)
+            made.add(directory)
+
+
+def _compile_version(python: str, top: int, node_version: str) -> None:
+    """Byte-compile the version open as ``top`` (its node path ``node_version``): the package, and the
+    standard library of the interpreter copied into it (``install --python tree``) when it holds one."""
+    for part in (LIB, STDLIB):
+        if os.path.isdir(f"/proc/self/fd/{top}/{part}"):
+            _compile(python, f"/proc/self/fd/{top}/{part}", f"{node_version}/{part}", top)
 
 
 def _compile(python: str, lib: str, node_lib: str, top: int) -> bool:
@@ -382,7 +421,11 @@ def _remove_all(parent: int, name: str) -> None:
 
 def check_interpreter(python: str, root: str) -> list[str]:
     """Refuse an interpreter that is not an executable file on the node (root ``/``), or older than 3.11;
-    under another root, warn when it is not there yet (a DaemonSet may put it there later)."""
+    under another root, warn when it is not there yet (a DaemonSet may put it there later). ``tree``: the
+    interpreter running install, copied into the tree (``hook.install.bundle``), must be one it can copy."""
+    if python == TREE_PYTHON:
+        find_loader(interpreter())
+        return []
     if not python.startswith("/"):
         raise InstallError(f"--python {python}: must be an absolute path")
     node = NodeRoot(root)

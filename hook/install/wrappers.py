@@ -1,7 +1,10 @@
 """How the engines start our Python: the wrappers, the oci-hooks.d ``hook`` entry, and the runtime tree.
 
 Every start runs the node's own copy of the package (``hook.install.tree``: ``/opt/gpu-env-hook/current``)
-with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launcher``):
+with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launcher``), where ``<python>``
+is the node's interpreter or, with ``--python tree``, the tree's own started through its loader
+(``hook.launcher.python_command``: then nothing here needs the node's Python or C library, and only the
+runtime and hook wrappers need a ``/bin/sh``):
 
 * the **runtime wrapper** (``<engine>/gpu-env-runtime``, one per engine, POSIX sh): finds runc's command
   among its global flags and
@@ -31,7 +34,7 @@ from hook.install.common import (
     fill_template,
 )
 from hook.install.rootfs import NodeRoot
-from hook.launcher import PYTHON_FLAGS, build_code, literal
+from hook.launcher import PYTHON_FLAGS, build_code, literal, python_command
 from hook.util import envvars, paths
 from hook.util.safetext import escape
 
@@ -74,7 +77,8 @@ def build_runtime_wrapper(
             "VERSION": __version__,
             "RUNTIME": escape(runtime),  # in a comment: a newline must not end it
             "RUNTIME_QUOTED": shlex.quote(runtime),
-            "PYTHON": shlex.quote(python),
+            "PYTHON": shlex.quote(python_command(python, tree)[0]),
+            "COMMAND": shlex.join(python_command(python, tree)),
             "SEARCH": " ".join(shlex.quote(directory) for directory in paths.FIXED_PATH.split(":")),
             "LOOP": LOOP_MESSAGE.replace("'", ""),
             "VALUE_FLAGS": value_flags_pattern(),
@@ -104,7 +108,7 @@ def build_hook_wrapper(
             "VERSION": __version__,
             "TREE": tree,
             "ENV": "".join(f"    {part} \\\n" for part in parts),
-            "PYTHON": shlex.quote(python),
+            "COMMAND": shlex.join(python_command(python, tree)),
             "CODE": shlex.quote(build_code(HOOK_ENTRY, "gpu-env-hook", tree=tree)),
         },
     )
@@ -124,12 +128,12 @@ def build_hook_entry(
     the launch script (``build_launch_script``), the refusal log named in the argv (podman shows a failing
     hook's argv and exit status, never its stderr), a fixed environment (PATH, the engine, the config) and
     the OCI ``timeout``."""
-    del tree  # the launch script names it
     env = [f"PATH={paths.FIXED_PATH}", f"{envvars.GPU_ENV_HOOK_ENGINE}={engine}"]
     if config is not None:
         env.append(f"{envvars.NVIDIA_CTK_CONFIG_FILE_PATH}={config}")
-    args = [python, *PYTHON_FLAGS, paths.LAUNCH_SCRIPT, "-refusal-log", paths.REFUSAL_LOG, stage]
-    return {"path": python, "args": args, "env": env, "timeout": timeout}
+    command = python_command(python, tree)
+    args = [*command, *PYTHON_FLAGS, paths.LAUNCH_SCRIPT, "-refusal-log", paths.REFUSAL_LOG, stage]
+    return {"path": command[0], "args": args, "env": env, "timeout": timeout}
 
 
 def build_launch_script(tree: str = paths.RUNTIME_TREE) -> bytes:

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
 
-def backstop_entry(executable: str, config_path: str | None, lib: str) -> dict[str, object]:
+def backstop_entry(command: list[str], config_path: str | None, lib: str) -> dict[str, object]:
     """The backstop's OCI hook entry, started as our prestart hook is
     (``hook.stages.shim.build_hook_entry``)."""
     from hook.stages.shim import build_hook_entry
 
-    entry = build_hook_entry(executable, config_path, {}, lib=lib)
+    entry = build_hook_entry(command, config_path, {}, lib=lib)
     args = entry["args"]
     assert isinstance(args, list)  # noqa: S101 - build_hook_entry builds a list
     return {**entry, "args": [*args[:-1], "nri-backstop"]}

@@ -31,6 +31,7 @@ def run_nri(args: list[str], *, config: str | None) -> int:
 
 def build_context(config: str | None) -> "Context":
     """The plugin's settings (config.toml read once, ``pod-binding-engine`` containerd) and our hook entry."""
+    from hook.launcher import own_command
     from hook.nri.decide import ENGINE, Context
     from hook.pipeline.config import parse_config
     from hook.pipeline.configfile import find_config_path, load_config_text
@@ -45,7 +46,7 @@ def build_context(config: str | None) -> "Context":
     # Our hook runs with -S whatever the plugin needs (the plugin loads protobuf from site-packages; the
     # hook needs nothing beyond its package and the standard library).
     hook = build_hook_entry(
-        sys.executable, source, {**env, envvars.GPU_ENV_HOOK_ENGINE: ENGINE}, lib=package_lib()
+        own_command(), source, {**env, envvars.GPU_ENV_HOOK_ENGINE: ENGINE}, lib=package_lib()
     )
     return Context(settings=settings, config_text=config_text, hook=hook)
 

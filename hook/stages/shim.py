@@ -283,23 +283,24 @@ def has_gpu_hook(document: dict[str, object]) -> bool:
 
 
 def build_hook_entry(
-    executable: str,
+    command: list[str],
     config_path: str | None,
     environ: dict[str, str] | os._Environ[str],
     *,
     lib: str,
     isolated_site: bool = True,
 ) -> dict[str, object]:
-    """Build our prestart hook, started as the shim itself was (``hook.launcher``): the same interpreter with
-    ``-I -X utf8`` (and ``-S`` when the shim runs without ``site``), the package from ``lib`` (the shim's
-    own, so both run one version), a fixed PATH, the engine's name, and the config file the shim used.
+    """Build our prestart hook, started as the shim itself was (``hook.launcher``): the same interpreter
+    (``command``: ``own_command``, or ``tree_command`` for the tree's own) with ``-I -X utf8`` (and ``-S``
+    when the shim runs without ``site``), the package from ``lib`` (the shim's own, so both run one
+    version), a fixed PATH, the engine's name, and the config file the shim used.
 
     Without a config file, the hook is told the shim's ``XDG_CONFIG_HOME`` so both look in the same place.
     """
     from hook.launcher import PYTHON_FLAGS, build_code
 
     flags = list(PYTHON_FLAGS) if isolated_site else [flag for flag in PYTHON_FLAGS if flag != "-S"]
-    args = [executable, *flags, "-c", build_code("hook.__main__", "gpu-env-hook", lib=lib)]
+    args = [*command, *flags, "-c", build_code("hook.__main__", "gpu-env-hook", lib=lib)]
     if config_path is not None:
         args += ["-config", os.path.abspath(config_path)]
     args.append("prestart")
@@ -310,15 +311,18 @@ def build_hook_entry(
     engine = environ.get(GPU_ENV_HOOK_ENGINE)
     if engine:  # the hook checks pod pins against the same engine's annotations as the shim
         env.append(f"{GPU_ENV_HOOK_ENGINE}={engine}")
-    return {"path": executable, "args": args, "env": env}
+    return {"path": command[0], "args": args, "env": env}
 
 
 def own_hook_entry(config_path: str | None, environ: dict[str, str] | os._Environ[str]) -> dict[str, object]:
-    """Build the hook entry for this process: its interpreter, its package directory, its ``-S``."""
+    """Build the hook entry for this process: its interpreter as it was started, its package directory, its
+    ``-S``."""
+    from hook.launcher import own_command
+
     package = sys.modules["hook"].__file__ or ""
     lib = os.path.dirname(os.path.dirname(os.path.abspath(package)))
     return build_hook_entry(
-        sys.executable, config_path, environ, lib=lib, isolated_site=bool(sys.flags.no_site)
+        own_command(), config_path, environ, lib=lib, isolated_site=bool(sys.flags.no_site)
     )
 
 

@@ -373,7 +373,7 @@ def test_build_hook_entry(
 ) -> None:
     """Our hook starts as the shim did (-I -S -X utf8, the shim's package directory) with a fixed PATH, the
     engine's name and the config file the shim used."""
-    assert build_hook_entry("/py", config, environ, lib="/lib") == {
+    assert build_hook_entry(["/py"], config, environ, lib="/lib") == {
         "path": "/py",
         "args": ["/py", "-I", "-S", "-X", "utf8", "-c", CODE, *args],
         "env": [f"PATH={FIXED_PATH}", *env],
@@ -382,13 +382,13 @@ def test_build_hook_entry(
 
 def test_build_hook_entry_with_site() -> None:
     """A shim started with site (a development venv) gives the hook site too: its dependencies are there."""
-    entry = build_hook_entry("/py", None, {}, lib="/lib", isolated_site=False)
+    entry = build_hook_entry(["/py"], None, {}, lib="/lib", isolated_site=False)
     assert entry["args"] == ["/py", "-I", "-X", "utf8", "-c", CODE, "prestart"]
 
 
 def test_our_launch_code_is_a_gpu_hook() -> None:
     """A hook entry running our launch code counts as ours: the shim adds no second one."""
-    assert is_gpu_hook(build_hook_entry("/py", None, {}, lib="/lib"))
+    assert is_gpu_hook(build_hook_entry(["/py"], None, {}, lib="/lib"))
     assert not is_gpu_hook({"path": "/py", "args": ["/py", "-c", "import hook"]})
 
 
