@@ -183,6 +183,12 @@ def collect_bundle(extensions: list[str]) -> list[BundledFile]:
         *((f"{LIB}/{name}", path, FILE) for name, path in sorted(needed.items())),
     ]
     return [
-        *(BundledFile(f"{PYTHON_DIR}/{relative}", source, mode, os.stat(source).st_mtime_ns) for relative, source, mode in files),
-        *(BundledFile(f"{STDLIB}/{relative}", path, FILE, os.stat(path).st_mtime_ns) for relative, path in std),
+        *(
+            BundledFile(f"{PYTHON_DIR}/{relative}", source, mode, os.stat(source).st_mtime_ns)
+            for relative, source, mode in files
+        ),
+        *(
+            BundledFile(f"{STDLIB}/{relative}", path, FILE, os.stat(path).st_mtime_ns)
+            for relative, path in std
+        ),
     ]
