@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: demo test lint typecheck unit integration bench soak image clean
+.PHONY: demo test lint typecheck unit integration bench bench-nri soak image clean
 
 # The machine's packages (runc, busybox-static, podman) and .venv: the same install step CI runs.
 $(VENV_STAMP): pyproject.toml .ci/run
@@ -37,6 +37,13 @@ bench: $(VENV_STAMP)
 	export GPU_ENV_HOOK_BENCH_PYTHON=$(BENCH_PYTHON); \
 	$(PY) tests/bench/bench_hook.py; a=$$?; $(PY) tests/bench/bench_shim.py; b=$$?; \
 	$(PY) tests/bench/bench_cdi.py; c=$$?; exit $$((a | b | c))
+
+## bench-nri: the NRI path through CRI on a real containerd 2.x against NVIDIA's runtime v1.20.0 (as the
+## runtime handler, CDI and legacy, and its NRI plugin) and plain runc; needs root and the builds named by
+## GPU_ENV_HOOK_CONTAINERD2 and GPU_ENV_HOOK_NVIDIA_RUNTIME (skipped, saying so, without them); names the
+## versions it ran. BENCH_NRI_ARGS passes options (e.g. --sequential 40 --burst 20 for a quick look)
+bench-nri: $(VENV_STAMP)
+	$(PY) tests/bench/bench_nri.py $(BENCH_NRI_ARGS)
 
 ## soak: the reliability trial's shapes (20 and 100 concurrent creates through the installed shim, a writer
 ## racing readers, SIGKILL during the rewrite) with their figures; needs root

@@ -38,3 +38,23 @@ def crio_dir() -> Path | None:
         if (candidate / "crio").is_file() and (candidate / "pinns").is_file():
             return candidate
     return None
+
+
+NVIDIA_RUNTIME_VAR = "GPU_ENV_HOOK_NVIDIA_RUNTIME"
+
+
+def nvidia_toolkit_dir() -> Path | None:
+    """The directory of the NVIDIA toolkit build whose ``nvidia-container-runtime`` GPU_ENV_HOOK_NVIDIA_RUNTIME
+    names (``nvidia-container-runtime.legacy``, its hook, ``nvidia-cdi-hook`` and ``nvidia-ctk`` beside it), if
+    there is one."""
+    runtime = Path(os.environ.get(NVIDIA_RUNTIME_VAR, "") or "/nonexistent")
+    directory = runtime.parent
+    needed = (
+        "nvidia-container-runtime.legacy",
+        "nvidia-container-runtime-hook",
+        "nvidia-cdi-hook",
+        "nvidia-ctk",
+    )
+    if not runtime.is_file() or not all((directory / name).is_file() for name in needed):
+        return None
+    return directory

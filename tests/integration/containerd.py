@@ -76,9 +76,12 @@ class ContainerdError(RuntimeError):
     """containerd did not start, or a command against it failed; the message carries its output."""
 
 
-def namespace_argv(node: Path, workdir: Path, argv: list[str]) -> list[str]:
+def namespace_argv(
+    node: Path, workdir: Path, argv: list[str], extra: dict[str, Path] | None = None
+) -> list[str]:
     """Return ``argv`` wrapped to run in a private mount namespace that sees the node tree's files at the
-    node paths (``NODE_BINDS``) and ``workdir/run`` as ``/run/containerd``."""
+    node paths (``NODE_BINDS``), ``workdir/run`` as ``/run/containerd``, and each ``extra`` directory at its
+    node path (a directory another program reads at a fixed path, e.g. NVIDIA's /etc/nvidia-container-runtime)."""
     empty = workdir / "empty-etc-containerd"
     run = workdir / "run"
     empty.mkdir(parents=True, exist_ok=True)
@@ -91,6 +94,7 @@ def namespace_argv(node: Path, workdir: Path, argv: list[str]) -> list[str]:
         elif target == "/etc/containerd":
             binds.append((empty, target))
     binds.append((run, "/run/containerd"))
+    binds += [(source, target) for target, source in (extra or {}).items()]
     script = ["set -e"]
     for source, target in binds:
         script.append(f'mkdir -p "{target}" && mount --bind "{source}" "{target}"')
@@ -133,9 +137,19 @@ class Containerd:
     """One containerd daemon for one test: own root, state and socket, the node's files at node paths."""
 
     def __init__(
-        self, node: Path, workdir: Path, *, config: str = NODE_CONFIG, binaries: Path | None = None
+        self,
+        node: Path,
+        workdir: Path,
+        *,
+        config: str = NODE_CONFIG,
+        binaries: Path | None = None,
+        binds: dict[str, Path] | None = None,
     ) -> None:
         self.node = node
+        # Directories seen at node paths (target: source) besides the node tree's; a mount point the host
+        # lacked is removed again when the daemon stops.
+        self.binds = binds or {}
+        self.absent_before = [Path(target) for target in self.binds if not os.path.lexists(target)]
         self.workdir = workdir
         self.config = config
         # Another build (e.g. containerd 2.x from source): its containerd, ctr and shim, found first on PATH.
@@ -167,7 +181,7 @@ class Containerd:
             env = {**os.environ, "PATH": f"{self.binaries}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                namespace_argv(self.node, self.workdir, argv),
+                namespace_argv(self.node, self.workdir, argv, self.binds),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -237,6 +251,9 @@ class Containerd:
                 process.wait(timeout=STOP_TIMEOUT)
         for pid in [*shims, *self.shim_pids()]:
             _kill_tree(pid)
+        for path in self.absent_before:
+            with contextlib.suppress(OSError):  # not empty (a file the test did not make): keep it
+                path.rmdir()
 
     def __enter__(self) -> Containerd:
         return self.start()
@@ -247,10 +264,15 @@ class Containerd:
 
 @contextlib.contextmanager
 def running(
-    node: Path, workdir: Path, *, config: str = NODE_CONFIG, binaries: Path | None = None
+    node: Path,
+    workdir: Path,
+    *,
+    config: str = NODE_CONFIG,
+    binaries: Path | None = None,
+    binds: dict[str, Path] | None = None,
 ) -> Iterator[Containerd]:
     """Start a containerd for ``node`` and stop it (and its shims) when the block ends, however it ends."""
-    daemon = Containerd(node, workdir, config=config, binaries=binaries)
+    daemon = Containerd(node, workdir, config=config, binaries=binaries, binds=binds)
     try:
         yield daemon.start()
     finally:
