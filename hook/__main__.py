@@ -14,11 +14,19 @@ from hook.util.errors import HookError, UsageError, describe_os_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from hook.stages.prestart import Options
 
 PROG = "gpu-env-hook"
 HUMAN_COMMANDS = ("resolve", "validate", "env-file", "cdi", "config", "doctor", "install", "uninstall")
 _STRING_FLAGS = ("config", "env-file-merged", "refusal-log")
+# A command for people started from the node's copy of the package (no typer there): where it runs instead.
+ELSEWHERE = (
+    PROG + " {command}: the node's copy of gpu-env-hook serves the engines ({missing} is not here); run it "
+    "where pip installed gpu-env-hook, or in the DaemonSet's pod: kubectl -n gpu-env-hook exec "
+    "ds/gpu-env-hook -- gpu-env-hook {command} (the node's / is at /host there)"
+)
 # The stages an engine runs. Started with -refusal-log (the oci-hooks.d entries install writes: podman shows
 # a failing hook only as `exit status N` and discards its stderr), a refusal there exits with its class's
 # status (docs/troubleshooting.md lists them; checked in this order); started otherwise (NVIDIA's hook path,
@@ -188,10 +196,24 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
             code = run_env_file(rest[1:], config=config_path)
             if code is not None:
                 return Done(code)
-        from hook.commands.cli import run_cli
-
+        run_cli = load_cli(rest)
         return run_cli(rest, config=config_path, debug=debug, no_color=no_color)
     raise UsageError(f"unknown command: {command}")
+
+
+def load_cli(words: list[str]) -> "Callable[..., int]":
+    """Import the commands for people (``run_cli``) for the command ``words``. They load typer and jsonschema,
+    which the node's own copy of the package (``hook.install.tree``: what the engines run) does not hold:
+    there, one line says where they run instead."""
+    try:
+        from hook.commands.cli import run_cli
+    except ModuleNotFoundError as err:
+        missing = (err.name or "").partition(".")[0]
+        if not missing or missing == "hook":
+            raise
+        shown = " ".join(words[: 2 if len(words) > 1 and not words[1].startswith("-") else 1])
+        raise HookError(ELSEWHERE.format(command=shown, missing=missing)) from None
+    return run_cli
 
 
 def print_help(rest: list[str]) -> int:
@@ -200,8 +222,10 @@ def print_help(rest: list[str]) -> int:
     if words and words[0] not in HUMAN_COMMANDS and words[0] != "help":
         sys.stderr.write(USAGE)
         return 0
-    from hook.commands.cli import run_cli
-
+    try:
+        run_cli = load_cli(words or ["help"])
+    except HookError as err:
+        return report_error(err, debug=False)
     return run_cli(["help", *words[:1]] if words else ["help"], config=None)
 
 

@@ -164,6 +164,73 @@ def test_installed_tree_runs_without_the_copy_it_came_from(node: Node) -> None:
     assert hook["timeout"] == 60
 
 
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Node:
+    """One installed node for the tests that only run its hook wrapper (no container)."""
+    value = Node(tmp_path_factory.mktemp("installed"))
+    value.install()
+    return value
+
+
+# A command for people started through the node's hook wrapper: the node's tree has no typer.
+ELSEWHERE = (
+    "gpu-env-hook {}: the node's copy of gpu-env-hook serves the engines (typer is not here); run it where pip "
+    "installed gpu-env-hook, or in the DaemonSet's pod: kubectl -n gpu-env-hook exec ds/gpu-env-hook -- "
+    "gpu-env-hook {} (the node's / is at /host there)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        pytest.param(["doctor"], "doctor", id="doctor"),
+        pytest.param(["resolve", "--bundle", "/nonexistent"], "resolve", id="resolve"),
+        pytest.param(["validate"], "validate", id="validate"),
+        pytest.param(["config", "default"], "config default", id="config-default"),
+        pytest.param(["cdi", "list"], "cdi list", id="cdi-list"),
+        pytest.param(["env-file", "gc", "--dry-run"], "env-file gc", id="env-file-gc"),
+        pytest.param(["env-file", "path"], "env-file path", id="env-file-path-usage-error"),
+        pytest.param(["install", "--engine", "docker"], "install", id="install"),
+        pytest.param(["uninstall", "--purge"], "uninstall", id="uninstall"),
+        pytest.param(["help"], "help", id="help"),
+        pytest.param(["--help"], "help", id="dash-dash-help"),
+        pytest.param(["doctor", "--help"], "doctor", id="doctor-help"),
+        pytest.param(["-debug", "doctor"], "doctor", id="with-a-hook-flag"),
+    ],
+)
+def test_commands_for_people_through_the_node_wrapper_say_where_they_run(
+    installed: Node, args: list[str], shown: str
+) -> None:
+    """The node's hook wrapper (the engines' copy: -I -S, no typer) runs a command for people only to say, in
+    one line and with status 1, where it runs, never `internal error: ModuleNotFoundError`."""
+    done = subprocess.run(
+        installed.namespaced([paths.HOOK_WRAPPER, *args]),
+        env={},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", ELSEWHERE.format(shown, shown))
+
+
+def test_the_node_wrapper_still_runs_what_needs_no_typer(installed: Node) -> None:
+    """--version and a device plugin's plain env-file command run from the node's tree as before."""
+    version = subprocess.run(
+        installed.namespaced([paths.HOOK_WRAPPER, "--version"]),
+        env={}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (version.returncode, version.stderr) == (0, ""), version.stdout
+    check = subprocess.run(
+        installed.namespaced([paths.HOOK_WRAPPER, "env-file", "check", str(installed.env_dir / "none.env")]),
+        env={}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert check.returncode == 1
+    assert "ModuleNotFoundError" not in check.stdout + check.stderr
+    assert "does not exist" in check.stdout + check.stderr, check
+
+
 def test_reinstall_switches_current_and_keeps_the_previous_version(node: Node) -> None:
     """A changed package becomes a new version; ``current`` moves to it; the previous one stays (a create
     may still import from it); the one before that goes."""
