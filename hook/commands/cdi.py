@@ -187,6 +187,7 @@ def alloc_write_command(
         write_alloc_spec,
     )
     from hook.producer.envfile import parse_assignments
+    from hook.producer.namekey import checked_ids, legacy_name
 
     pins = alloc_pins(pod_uid, pod_namespace, pod_name)
     values = parse_assignments(assignments, "cdi alloc write")
@@ -195,7 +196,9 @@ def alloc_write_command(
     name = alloc_name(ids)
     registry = load_registry(settings.cdi.spec_dirs)
     spec = build_alloc_spec(name, devices, values, registry, default_kind=settings.cdi.default_kind)
-    path = write_alloc_spec(spec, pins, target)
+    unkeyed = legacy_name(checked_ids(ids, "cdi alloc"))  # its spec goes if another pod's
+    refuse = settings.cdi.unkeyed_alloc_names == "refuse"
+    path = write_alloc_spec(spec, pins, target, unkeyed=unkeyed, refuse_unkeyed=refuse)
     return f"gpu-env.dev/alloc={name}\t{path}\n"
 
 
@@ -290,12 +293,16 @@ def _add_alloc(group: typer.Typer, config: str | None) -> None:
         ] = None,
     ) -> None:
         """Remove the per-allocation specs whose pod no longer exists (without --live, specs pinned by
-        namespace and name are kept: kubelet's directories name pods by UID only)."""
+        namespace and name are kept: kubelet's directories name pods by UID only), and every spec named
+        before the naming key when [gpu-env.cdi] unkeyed-alloc-names is 'refuse'."""
         from hook.producer.alloc import DEFAULT_DIRECTORY, gc_alloc_specs, live_pods_from_kubelet
 
         try:
+            refuse = load_cdi_settings(config).cdi.unkeyed_alloc_names == "refuse"
             pods = frozenset(live) if live else live_pods_from_kubelet(kubelet_pods)
-            removed, failed = gc_alloc_specs(pods, directory or DEFAULT_DIRECTORY, names_known=bool(live))
+            removed, failed = gc_alloc_specs(
+                pods, directory or DEFAULT_DIRECTORY, names_known=bool(live), refuse_unkeyed=refuse
+            )
         except HookError as err:
             raise _fail(err) from None
         report_gc(removed, failed)

@@ -74,6 +74,8 @@ KEY_HELP = {
     "gpu-env.cdi.default-kind": "the CDI kind (vendor/class) plain ids and UUIDs name devices of",
     "gpu-env.cdi.spec-dirs": "CDI spec directories; a device in a later one overrides an earlier one",
     "gpu-env.cdi.spec-cache": "root-only directory of decoded YAML specs: creates skip PyYAML (empty: none)",
+    "gpu-env.cdi.unkeyed-alloc-names": "allocation specs named before the naming key: 'accept' (until their "
+    "ids are written for another pod) or 'refuse' (cdi alloc write and gc remove them all)",
 }
 
 

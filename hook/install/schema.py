@@ -13,7 +13,7 @@ import re
 from importlib import resources
 from typing import Any, NamedTuple
 
-from hook.pipeline.config import DEVICE_MODES, MAX_ENV_FILE_BYTES, default_settings
+from hook.pipeline.config import DEVICE_MODES, MAX_ENV_FILE_BYTES, UNKEYED_ALLOC_NAMES, default_settings
 from hook.util.envvars import POD_BINDING_ENGINES
 from hook.util.errors import ConfigError, HookError, SpecError, StateError
 from hook.util.safetext import decode_error_reason, json_kind, os_reason
@@ -42,6 +42,7 @@ CONFIG_TOML_RULES: dict[str, dict[str, Any]] = {
     },
     "gpu-env.cdi.spec-dirs": {"items": {"type": "string", "pattern": "^/"}},
     "gpu-env.cdi.spec-cache": {"pattern": "^(/.*)?$"},
+    "gpu-env.cdi.unkeyed-alloc-names": {"enum": list(UNKEYED_ALLOC_NAMES)},
 }
 
 

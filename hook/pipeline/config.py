@@ -33,6 +33,8 @@ DEFAULT_HOOK_TIMEOUT = 60
 MAX_HOOK_TIMEOUT = 3600
 # ``[gpu-env] device-mode``: how the shim and precreate stage hand devices over (legacy: NVIDIA's hook).
 DEVICE_MODES = ("legacy", "cdi")
+# ``[gpu-env.cdi] unkeyed-alloc-names``: allocation specs named before the naming key (hook.producer.alloc).
+UNKEYED_ALLOC_NAMES = ("accept", "refuse")
 DEFAULT_CDI_KIND = "nvidia.com/gpu"
 _PREFIX = CONFIG_ERROR_PREFIX
 
@@ -86,6 +88,7 @@ def default_settings(*, suse: bool = False) -> "dict[str, Any]":
                 "default-kind": DEFAULT_CDI_KIND,
                 "spec-dirs": ["/etc/cdi", "/var/run/cdi"],
                 "spec-cache": paths.CDI_SPEC_CACHE_DIR,
+                "unkeyed-alloc-names": "accept",
             },
         },
     }
@@ -166,15 +169,24 @@ class EnvFileSettings:
 
 
 class CdiSettings:
-    """The ``[gpu-env.cdi]`` table (ours): the kind plain ids map to, where CDI specs are read, and where
-    decoded YAML specs are cached ("" for no cache)."""
+    """The ``[gpu-env.cdi]`` table (ours): the kind plain ids map to, where CDI specs are read, where
+    decoded YAML specs are cached ("" for no cache), and whether allocation specs named before the naming
+    key are still accepted (``accept``) or removed by every ``cdi alloc write`` and ``gc`` (``refuse``)."""
 
-    __slots__ = ("default_kind", "spec_cache", "spec_dirs")
+    __slots__ = ("default_kind", "spec_cache", "spec_dirs", "unkeyed_alloc_names")
 
-    def __init__(self, *, default_kind: str, spec_dirs: tuple[str, ...], spec_cache: str) -> None:
+    def __init__(
+        self,
+        *,
+        default_kind: str,
+        spec_dirs: tuple[str, ...],
+        spec_cache: str,
+        unkeyed_alloc_names: str = "accept",
+    ) -> None:
         self.default_kind = default_kind
         self.spec_dirs = spec_dirs
         self.spec_cache = spec_cache
+        self.unkeyed_alloc_names = unkeyed_alloc_names
 
 
 class Settings:
@@ -315,6 +327,7 @@ def build_settings(merged: "dict[str, Any]", *, source: str | None, engine: str 
             default_kind=merged["gpu-env"]["cdi"]["default-kind"],
             spec_dirs=tuple(merged["gpu-env"]["cdi"]["spec-dirs"]),
             spec_cache=merged["gpu-env"]["cdi"]["spec-cache"],
+            unkeyed_alloc_names=merged["gpu-env"]["cdi"]["unkeyed-alloc-names"],
         ),
     )
     _check_rules(settings, where)
@@ -405,6 +418,8 @@ def _check_cdi_rules(settings: Settings, where: str) -> None:
             )
     if settings.cdi.spec_cache and not settings.cdi.spec_cache.startswith("/"):
         raise ConfigError(f"{_PREFIX}{where}: gpu-env.cdi.spec-cache must be an absolute path, or empty")
+    if settings.cdi.unkeyed_alloc_names not in UNKEYED_ALLOC_NAMES:
+        raise ConfigError(f"{_PREFIX}{where}: gpu-env.cdi.unkeyed-alloc-names must be 'accept' or 'refuse'")
 
 
 def _check_cdi_kind(kind: str, where: str) -> None:

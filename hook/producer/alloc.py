@@ -17,6 +17,14 @@ them), so one name never resolves to two specs. The device-plugin API has no dea
 plugin removes specs by ``gc_alloc_specs``: every spec of ours whose pod is not among the live ones —
 the pod uids kubelet's pod-resources ``List()`` reports, or (the default of the command) the pods kubelet
 still has a directory for under ``/var/lib/kubelet/pods``.
+
+The migration from names made before the naming key (``namekey.legacy_name``: anyone who knows the ids can
+compute one and name it to a native CDI engine): writing ids for a pod also retires the unkeyed spec of the
+same ids of any other pod, so an unkeyed name never outlives the pod it was written for once the devices
+are another's. With ``[gpu-env.cdi] unkeyed-alloc-names = "refuse"`` (the migration's end, chosen by the
+operator once no pod from before the key runs) every write and every gc removes every unkeyed spec. A
+removal judges the file under a private name first (``hook.util.atomicwrite.remove_if``): only a spec whose
+content is ours (our kind, the one device its file name names) goes.
 """
 
 import os
@@ -25,7 +33,7 @@ from hook.cdi.names import quote
 from hook.pipeline.cdidevices import ALLOC_FILE_PREFIX as FILE_PREFIX
 from hook.pipeline.cdidevices import ALLOC_KIND
 from hook.util import envvars
-from hook.util.errors import CdiError, UsageError, os_error
+from hook.util.errors import CdiError, HookError, UsageError, os_error
 from hook.util.safetext import os_reason
 
 TYPE_CHECKING = False
@@ -157,10 +165,19 @@ def _env_entries(values: "Mapping[str, str]") -> list[str]:
     return entries
 
 
-def write_alloc_spec(spec: "dict[str, Any]", pins: dict[str, str], directory: str = DEFAULT_DIRECTORY) -> str:
-    """Check the spec as any engine would, remove the same allocation's spec of other pods, and write it
-    atomically, root-owned, 0600 (its variables may be secrets; engines read it as root); return its path.
-    The directory is created (0755) when missing."""
+def write_alloc_spec(
+    spec: "dict[str, Any]",
+    pins: dict[str, str],
+    directory: str = DEFAULT_DIRECTORY,
+    *,
+    unkeyed: str | None = None,
+    refuse_unkeyed: bool = False,
+) -> str:
+    """Check the spec as any engine would, remove the same allocation's spec of other pods (under its name,
+    or ``unkeyed``, its ids' name from before the key; with ``refuse_unkeyed`` every unkeyed spec, whoever's),
+    then write it atomically, root-owned, 0600 (its variables may be secrets; engines read it as root);
+    return its path. The directory is created (0755) when missing. The old specs go first: when one cannot
+    be removed, nothing is written."""
     import json
 
     from hook.cdi.spec import build_spec
@@ -172,13 +189,50 @@ def write_alloc_spec(spec: "dict[str, Any]", pins: dict[str, str], directory: st
     data = (json.dumps(spec, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     try:
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        for other in list_alloc_specs(directory):
-            if other.name == name and other.path != path:
-                os.unlink(other.path)
+    except OSError as err:
+        raise os_error("write CDI spec", path, err) from None
+    retired = [
+        other
+        for other in list_alloc_specs(directory)
+        if (other.name == name and other.path != path)
+        or (other.name == unkeyed and other.pins != pins)
+        or (refuse_unkeyed and is_unkeyed(other.name))
+    ]
+    remove_our_specs(retired, directory)
+    try:
         write_atomic(path, data, mode=FILE_MODE, owner=(0, 0) if os.geteuid() == 0 else None)
     except OSError as err:
         raise os_error("write CDI spec", path, err) from None
     return path
+
+
+def is_unkeyed(name: str) -> bool:
+    """Tell whether an allocation name is one made before the naming key (16 hex digits, not 32)."""
+    from hook.producer.namekey import LEGACY_HEX_CHARS
+
+    return len(name) == LEGACY_HEX_CHARS
+
+
+def remove_our_specs(specs: "list[AllocSpec]", directory: str) -> list[str]:
+    """Remove these spec files of the directory, each only if it is still ours when it goes (judged under a
+    private name: a regular file whose JSON has our kind and the one device its file name names; anything
+    else is put back); return the paths removed."""
+    from hook.util.atomicwrite import remove_if
+
+    if not specs:
+        return []
+    removed = []
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for spec in specs:
+            try:
+                if remove_if(os.path.basename(spec.path), dir_fd, spec.is_ours):
+                    removed.append(spec.path)
+            except OSError as err:
+                raise os_error("remove CDI spec", spec.path, err) from None
+    finally:
+        os.close(dir_fd)
+    return removed
 
 
 class AllocSpec:
@@ -200,6 +254,36 @@ class AllocSpec:
 
     def __repr__(self) -> str:
         return f"AllocSpec({self.path!r})"
+
+    def is_ours(self, fd: int) -> bool:
+        """Tell whether the open file is this spec as ``cdi alloc write`` writes it: a regular file of at
+        most ``MAX_SPEC_FILE_BYTES`` whose JSON has our kind and one device, named as the file is."""
+        import json
+        import stat
+
+        from hook.cdi.spec import MAX_SPEC_FILE_BYTES
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        data = b""
+        while len(data) <= MAX_SPEC_FILE_BYTES:
+            chunk = os.read(fd, MAX_SPEC_FILE_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        try:
+            document = json.loads(data)
+        except ValueError:
+            return False
+        devices = document.get("devices") if isinstance(document, dict) else None
+        return (
+            len(data) <= MAX_SPEC_FILE_BYTES
+            and document.get("kind") == ALLOC_KIND
+            and isinstance(devices, list)
+            and len(devices) == 1
+            and isinstance(devices[0], dict)
+            and devices[0].get("name") == self.name
+        )
 
 
 def list_alloc_specs(directory: str = DEFAULT_DIRECTORY) -> list[AllocSpec]:
@@ -244,18 +328,26 @@ def live_pods_from_kubelet(pods_dir: str = KUBELET_PODS_DIR) -> frozenset[str]:
 
 
 def gc_alloc_specs(
-    live_pods: frozenset[str], directory: str = DEFAULT_DIRECTORY, *, names_known: bool = True
+    live_pods: frozenset[str],
+    directory: str = DEFAULT_DIRECTORY,
+    *,
+    names_known: bool = True,
+    refuse_unkeyed: bool = False,
 ) -> tuple[list[str], list[str]]:
     """Remove the per-allocation specs whose pod is not live: ``live_pods`` holds UIDs and ``namespace/name``
     pairs; with ``names_known`` False (live pods from kubelet's directories, which name UIDs only) a spec
-    pinned by namespace and name is kept. Every spec is tried: return the paths removed and one line per
-    spec that could not be removed."""
+    pinned by namespace and name is kept; with ``refuse_unkeyed`` a live pod's spec named before the key
+    goes too, if it is ours (``remove_our_specs``). Every spec is tried: return the paths removed and one
+    line per spec that could not be removed."""
     from hook.pipeline import pod
 
     removed: list[str] = []
     failed: list[str] = []
+    ended: list[AllocSpec] = []
     for spec in list_alloc_specs(directory):
         if spec.pod in live_pods or (pod.UID not in spec.pins and not names_known):
+            if refuse_unkeyed and is_unkeyed(spec.name):
+                ended.append(spec)
             continue
         try:
             os.unlink(spec.path)
@@ -265,6 +357,11 @@ def gc_alloc_specs(
             failed.append(str(os_error("remove CDI spec", spec.path, err)))
             continue
         removed.append(spec.path)
+    for spec in ended:
+        try:
+            removed += remove_our_specs([spec], directory)
+        except HookError as err:
+            failed.append(str(err))
     return removed, failed
 
 

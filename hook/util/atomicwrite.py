@@ -114,16 +114,26 @@ def remove_if(name: str, dir_fd: int, still: "Callable[[int], bool]") -> bool:
         gone = still(fd)
     finally:
         try:
-            if not gone:
-                try:  # noqa: SIM105 - contextlib costs ~5 ms on the hook's path
-                    posix.link(aside, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-                except FileExistsError:
-                    pass
-            posix.unlink(aside, dir_fd=dir_fd)
+            if gone:
+                posix.unlink(aside, dir_fd=dir_fd)
+            else:
+                _put_back(aside, name, dir_fd)
         finally:
             if fd >= 0:
                 posix.close(fd)
     return gone
+
+
+def _put_back(aside: str, name: str, dir_fd: int) -> None:
+    """Give ``remove_if``'s file its name back, never replacing what a writer put there meanwhile."""
+    if posix.lstat(aside, dir_fd=dir_fd).st_mode & 0o170000 == 0o040000:  # a directory cannot be linked,
+        posix.rename(aside, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # and renames over no file
+        return
+    try:  # noqa: SIM105 - contextlib costs ~5 ms on the hook's path
+        posix.link(aside, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        pass  # a writer's newer file: it stays, as its own rename would have replaced this one
+    posix.unlink(aside, dir_fd=dir_fd)
 
 
 def _temp_name(name: str) -> str:

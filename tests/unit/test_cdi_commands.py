@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +28,13 @@ from hook.producer.alloc import (
     alloc_device,
     alloc_name,
     alloc_pins,
+    alloc_spec_path,
     build_alloc_spec,
     gc_alloc_specs,
     list_alloc_specs,
     write_alloc_spec,
 )
+from hook.producer.namekey import legacy_name
 from hook.util.errors import CdiError, UsageError
 
 
@@ -154,6 +158,130 @@ def test_write_replaces_other_pods_and_gc(node: Node) -> None:
     assert [s.path for s in list_alloc_specs(str(node.run))] == [new]
     # The node's registry now resolves the allocation like any device.
     assert f"gpu-env.dev/alloc={name}" in load_registry([str(node.etc), str(node.run)]).devices
+
+
+def unkeyed_spec(node: Node, ids: list[str], pod_uid: str) -> Path:
+    """An allocation spec as written before the naming key: named by the plain sha256 of the ids (written as
+    such a version wrote it, which removed no other pod's spec of another name)."""
+    registry = load_registry([str(node.etc)])
+    spec = build_alloc_spec(legacy_name(ids), ["0"], {}, registry, default_kind="nvidia.com/gpu")
+    node.run.mkdir(exist_ok=True)
+    path = Path(alloc_spec_path(legacy_name(ids), alloc_pins(pod_uid), str(node.run)))
+    path.write_text(json.dumps(spec))
+    path.chmod(0o600)
+    return path
+
+
+def run_hook(node: Node, *args: str) -> tuple[int, str, str]:
+    """``gpu-env-hook -config CONFIG ARGS`` as a device plugin runs it: the real process."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "hook", "-config", str(node.config), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_alloc_write_retires_the_unkeyed_spec_of_its_ids(node: Node) -> None:
+    """Writing ids for a pod removes their spec named before the key when it is another pod's (a native CDI
+    engine would still resolve that computable name to devices now another pod's); the same pod's
+    unkeyed spec (its containers may name it), other ids' and a file that is not ours stay."""
+    old = unkeyed_spec(node, ["v1"], "pod-old")
+    same_pod = unkeyed_spec(node, ["v1"], "pod-new")
+    other_ids = unkeyed_spec(node, ["v2"], "pod-b")
+    not_ours = node.run / f"gpu-env.dev-alloc_{legacy_name(['v1'])}_pod-x.json"
+    not_ours.write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "vendor.com/x", "devices": []}))
+    code, out, err = run_hook(
+        node,
+        "cdi",
+        "alloc",
+        "write",
+        "--pod-uid",
+        "pod-new",
+        "--id",
+        "v1",
+        "--device",
+        "0",
+        "--dir",
+        str(node.run),
+    )
+    keyed = node.run / f"gpu-env.dev-alloc_{alloc_name(['v1'])}_pod-new.json"
+    assert (code, out, err) == (0, f"{alloc_device(['v1'])}\t{keyed}\n", "")
+    assert sorted(node.run.iterdir()) == sorted([keyed, same_pod, other_ids, not_ours])
+    assert not old.exists()
+    unkeyed = f"gpu-env.dev/alloc={legacy_name(['v1'])}"
+    assert load_registry([str(node.run)]).devices[unkeyed][0].path == str(same_pod)
+
+
+def test_alloc_write_writes_nothing_when_the_old_spec_cannot_go(node: Node) -> None:
+    """The old name is retired before the new spec is written: when it cannot be (here a directory has its
+    name), the write is refused in one line and nothing is written or lost."""
+    blocker = node.run / f"gpu-env.dev-alloc_{legacy_name(['v1'])}_pod-old.json"
+    (blocker / "inside").mkdir(parents=True)
+    code, out, err = run_hook(
+        node,
+        "cdi",
+        "alloc",
+        "write",
+        "--pod-uid",
+        "pod-new",
+        "--id",
+        "v1",
+        "--device",
+        "0",
+        "--dir",
+        str(node.run),
+    )
+    assert (code, out) == (1, "")
+    assert err == f"gpu-env-hook: could not remove CDI spec {blocker}: Is a directory\n"
+    assert [p.name for p in node.run.iterdir()] == [blocker.name]
+    assert (blocker / "inside").is_dir()
+
+
+def test_unkeyed_alloc_names_refuse_ends_the_migration(node: Node) -> None:
+    """[gpu-env.cdi] unkeyed-alloc-names = "refuse": every write and every gc removes every spec named before
+    the key, whoever's, live pods' too; keyed specs and files that are not ours stay."""
+    node.config.write_text(node.config.read_text() + 'unkeyed-alloc-names = "refuse"\n')
+    live = unkeyed_spec(node, ["v2"], "pod-b")
+    not_ours = node.run / f"gpu-env.dev-alloc_{legacy_name(['v2'])}_pod-x.json"
+    not_ours.write_text("not a spec")
+    code, _, err = run_hook(
+        node,
+        "cdi",
+        "alloc",
+        "write",
+        "--pod-uid",
+        "pod-new",
+        "--id",
+        "v1",
+        "--device",
+        "0",
+        "--dir",
+        str(node.run),
+    )
+    keyed = node.run / f"gpu-env.dev-alloc_{alloc_name(['v1'])}_pod-new.json"
+    assert (code, err) == (0, "")
+    assert sorted(node.run.iterdir()) == sorted([keyed, not_ours])
+    again = unkeyed_spec(node, ["v3"], "pod-c")
+    code, out, err = run_hook(
+        node,
+        "cdi",
+        "alloc",
+        "gc",
+        "--live",
+        "pod-c",
+        "--live",
+        "pod-new",
+        "--live",
+        "pod-x",
+        "--dir",
+        str(node.run),
+    )
+    assert (code, out, err) == (0, f"removed {again}\n", "")
+    assert not live.exists()
+    assert sorted(node.run.iterdir()) == sorted([keyed, not_ours])
 
 
 def test_cli_alloc_write_name_remove_gc(node: Node) -> None:

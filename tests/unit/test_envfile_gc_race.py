@@ -178,3 +178,16 @@ def test_remove_if_puts_back_on_error_and_ignores_a_missing_name(tmp_path: Path)
     finally:
         os.close(fd)
     assert [(p.name, p.stat().st_ino) for p in tmp_path.iterdir()] == [("f.env", inode)]
+
+
+def test_remove_if_puts_a_directory_back(tmp_path: Path) -> None:
+    """A directory at the name (it cannot be opened as a file, nor linked) is renamed back, never removed."""
+    (tmp_path / "f.env" / "inside").mkdir(parents=True)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(IsADirectoryError):
+            remove_if("f.env", fd, lambda _: True)
+    finally:
+        os.close(fd)
+    assert [p.name for p in tmp_path.iterdir()] == ["f.env"]
+    assert (tmp_path / "f.env" / "inside").is_dir()
