@@ -11,6 +11,8 @@
 7. what the shim changed, the cli command line the hook ran, and the environment the container saw;
 8. ``gpu-env-hook uninstall``.
 
+It writes nothing on this machine outside its scratch directory (the naming key too is there).
+
 Needs root, runc and busybox-static (``make demo`` installs them through ``.ci/run --install-only``). There is
 usually no GPU driver on a demo machine: unless ``nvidia-container-cli`` is on PATH, the hook is pointed at
 the project's recording stand-in (tests/standin/nvidia-container-cli), which only writes down how it was
@@ -244,6 +246,7 @@ def demo(work: Path) -> int:
     show(config.read_text(encoding="utf-8"))
 
     step(3, "device plugin, Allocate(): names the env file from kubelet's fake device ids")
+    show("naming key: GPU_ENV_HOOK_NAME_KEY=$DEMO/key/alloc.key (a node's: /var/lib/gpu-env-hook/alloc.key)")
     env_file = gpu_env_hook("env-file", "path", *FAKE_IDS, config=config).strip()
     show(f"-> the container gets NVIDIA_ENV_FROM_FILE={env_file}")
 
@@ -300,6 +303,8 @@ def main() -> int:
         work.chmod(0o755)
         SHORTEN[str(work)] = "$DEMO"
         SHORTEN[str(REPO)] = "$REPO"
+        # The names' key (hook.producer.namekey) for every command run here: the scratch directory's.
+        os.environ["GPU_ENV_HOOK_NAME_KEY"] = str(work / "key" / "alloc.key")
         return demo(work)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -39,3 +40,30 @@ def test_demo_runs_and_its_table_aligns() -> None:
     sources = {row[from_at:].split(" (")[0] for row in table[1:]}
     assert sources <= {"config.json", "env file", "config.toml"}
     assert "env file (config.json had 'fake0,fake1')" in out
+
+
+# The node paths a run of gpu-env-hook may write (state, naming key, refusal log, tree, spec cache, env
+# files), and the scratch space: the demo gets each as an empty tmpfs in a private mount namespace.
+HOST_PATHS = ("/var/lib", "/var/log", "/opt", "/run", "/tmp")
+
+
+def test_demo_writes_nothing_outside_its_scratch_directory() -> None:
+    """Run without the tests' naming key, where the host's /var/lib, /var/log, /opt, /run and /tmp are empty
+    (so no earlier key or tree can hide a write), the demo leaves every one of them as empty as it found it:
+    its naming key, like the rest, lives in its scratch directory and goes with it."""
+    env = {name: value for name, value in os.environ.items() if name != "GPU_ENV_HOOK_NAME_KEY"}
+    script = "\n".join(
+        [
+            "set -e",
+            *(f"mount -t tmpfs tmpfs {path}" for path in HOST_PATHS),
+            '"$@" >/dev/null',
+            # /run/mount: mount(8)'s own directory (a node has it from boot), made by the demo's mounts.
+            f"find {' '.join(HOST_PATHS)} -mindepth 1 ! -path /run/mount",
+        ]
+    )
+    proc = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+         sys.executable, str(REPO / "packaging" / "demo" / "demo.py")],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
