@@ -51,9 +51,15 @@ soak: $(VENV_STAMP)
 	$(PY) tests/soak/soak.py
 
 ## image: build the DaemonSet's image with podman from Debian's packages and PyPI (IMAGE=name:tag to tag it
-## for your registry); needs root, mmdebstrap and podman
-image: $(VENV_STAMP)
-	PY=$(PY) bash packaging/kubernetes/build-image.sh
+## for your registry); needs root, mmdebstrap and podman, and a Python with pip and setuptools: the project's
+## .venv when there, else a small one made for the build (not the test toolchain)
+IMAGE_PY := $(if $(wildcard $(PY)),$(PY),build/image/venv/bin/python)
+build/image/venv/bin/python:
+	python3 -m venv build/image/venv
+	build/image/venv/bin/python -m pip install --quiet --disable-pip-version-check 'setuptools>=68'
+
+image: $(IMAGE_PY)
+	PY=$(IMAGE_PY) bash packaging/kubernetes/build-image.sh
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache build *.egg-info

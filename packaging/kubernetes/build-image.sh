@@ -17,7 +17,13 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 
-PY=${PY:-.venv/bin/python}
+PY=${PY:-.venv/bin/python} # pip (to download the wheels) and setuptools (to build ours)
+for tool in podman mmdebstrap; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "make image: no $tool on PATH: install it (apt-get install podman mmdebstrap), as root" >&2
+        exit 1
+    fi
+done
 SUITE=bookworm
 # The image's interpreter runs `gpu-env-hook install` (the node's own Python runs the hook). Debian
 # replaces these versions with security updates; when its mirrors no longer have them, step 1 fails
@@ -43,7 +49,8 @@ WHEEL_PLATFORM=(--only-binary=:all: --implementation cp --python-version 3.11 --
     --platform any)
 
 OUT=build/image
-VERSION=$("$PY" -I -c 'import hook; print(hook.__version__)')
+# This checkout's version (hook/__init__.py holds it and imports nothing): "$PY" need not have it installed.
+VERSION=$("$PY" -I -c 'import sys; sys.path[:0] = ["."]; import hook; print(hook.__version__)')
 IMAGE=${IMAGE:-localhost/gpu-env-hook:$VERSION}
 start=$SECONDS
 

@@ -4,6 +4,9 @@ entrypoint with the settings it reads (tests/integration/test_daemonset_image.py
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,8 @@ import yaml
 from hook import __version__
 from hook.util import paths
 
-KUBERNETES = Path(__file__).resolve().parents[2] / "packaging" / "kubernetes"
+REPO = Path(__file__).resolve().parents[2]
+KUBERNETES = REPO / "packaging" / "kubernetes"
 
 
 def load(name: str) -> list[dict[str, Any]]:
@@ -199,3 +203,28 @@ def test_pod_mounts_the_naming_key(container: dict[str, Any], pod: dict[str, Any
     volumes = {volume["name"]: volume.get("hostPath", {}) for volume in pod["volumes"]}
     assert mounts["name-key"] == directory
     assert volumes["name-key"] == {"path": directory, "type": "DirectoryOrCreate"}
+
+
+def test_make_image_needs_only_what_it_uses(tmp_path: Path) -> None:
+    """`make image` installs no test toolchain (.ci/run): without a .venv it makes a build venv with pip and
+    setuptools only; and it refuses in one line, before anything, where podman or mmdebstrap is missing."""
+    plan = subprocess.run(
+        ["make", "-n", "-C", str(REPO), "image", f"PY={tmp_path}/no-venv/python"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert ".ci/run" not in plan
+    assert "python3 -m venv build/image/venv\n" in plan
+    assert "PY=build/image/venv/bin/python bash packaging/kubernetes/build-image.sh\n" in plan
+    bin_dir = tmp_path / "bin"  # bash and what the script runs before its check, but no podman or mmdebstrap
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname"):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    done = subprocess.run(
+        ["bash", str(KUBERNETES / "build-image.sh")],
+        env={"PATH": str(bin_dir), "PY": sys.executable},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "make image: no podman on PATH: install it (apt-get install podman mmdebstrap), as root\n"
+    )
