@@ -302,10 +302,11 @@ def check_runtime_tree(root: str) -> Check:
 
 
 def _unsafe(info: os.stat_result, *, sticky_ok: bool = False) -> str:
-    """Say what is unsafe about a directory's owner or mode ('' when nothing): install's rule."""
-    from hook.install.common import unsafe_directory
+    """Say what is unsafe about an entry's owner or mode ('' when nothing): the rule install and the
+    hook hold it to (``hook.util.beneath.trust_problem``)."""
+    from hook.util.beneath import trust_problem
 
-    return unsafe_directory(info, sticky_ok=sticky_ok)
+    return trust_problem(info.st_uid, info.st_mode, sticky_ok=sticky_ok) or ""
 
 
 # --- engines ---------------------------------------------------------------------------------------------

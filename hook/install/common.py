@@ -86,19 +86,6 @@ class Plan(NamedTuple):
     env_directories: tuple[str, ...] = ()
 
 
-def unsafe_directory(info: os.stat_result, *, sticky_ok: bool = False, owner: int = 0) -> str:
-    """Say what is unsafe about a directory that decides what runs as root ('' when nothing): not owned by
-    root, or writable by group or others (a sticky one only when ``sticky_ok``: others cannot rename what
-    they do not own there)."""
-    import stat
-
-    if info.st_uid != owner:
-        return f"is owned by uid {info.st_uid}, not root"
-    if info.st_mode & 0o022 and not (sticky_ok and info.st_mode & stat.S_ISVTX):
-        return f"is group- or world-writable (mode {stat.S_IMODE(info.st_mode):04o})"
-    return ""
-
-
 def check_line_safe(what: str, value: str) -> str:
     """Return ``value``, a node path install writes into a generated file (a shell script, a comment, a
     systemd unit, a tmpfiles.d line); refuse in one line one with a character that is not printable: a
@@ -110,6 +97,32 @@ def check_line_safe(what: str, value: str) -> str:
             "its own in the files install writes)"
         )
     return value
+
+
+RUNS_AS_ROOT = "whoever can change it runs code as root"
+
+
+def check_trusted(
+    what: str, path: str, root: str, *, why: str = RUNS_AS_ROOT, missing_ok: bool = False
+) -> None:
+    """Refuse, in one line, a node path root will run or trust (``what``: the option that named it) that
+    someone other than root can change: it, the directory holding it or a directory on the way to it (each
+    symlink followed as the kernel would, beneath ``root``) not root-owned or writable by others
+    (``hook.util.beneath.untrusted_on_the_way``). A path that is not there is left to the caller (a warning
+    under ``--root``, where it may come later); ``missing_ok``: the directory a new one would be made in is
+    judged instead."""
+    from hook.util.beneath import untrusted_on_the_way
+
+    owners = (0,) if os.geteuid() == 0 else (0, os.geteuid())  # an unprivileged user's test tree is its own
+    try:
+        found = untrusted_on_the_way(path, root=root, owners=owners, missing_ok=missing_ok)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise InstallError(f"{what} {path}: cannot inspect it: {os_reason(err, go=True)}") from None
+    if found is not None:
+        at, problem = found
+        raise InstallError(f"{what} {path}: {rooted(root, at)} {problem}; {why}")
 
 
 def tmpfiles_path(path: str) -> str:

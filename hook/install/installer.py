@@ -32,10 +32,10 @@ from hook.install.common import (
     PlannedFile,
     build_tmpfiles,
     check_line_safe,
+    check_trusted,
     dump_json,
     engine_config_kind,
     rooted,
-    unsafe_directory,
 )
 from hook.install.inuse import Users, find_runtime_users, node_proc
 from hook.install.manifest import (
@@ -49,7 +49,7 @@ from hook.install.manifest import (
     missing_directories,
     sha256,
 )
-from hook.install.rootfs import NodeRoot, check_root
+from hook.install.rootfs import NodeRoot, check_root, could_not
 from hook.launcher import TREE_PYTHON
 from hook.util import paths
 from hook.util.errors import HookError
@@ -131,6 +131,7 @@ def build_plan(options: InstallOptions) -> Plan:
         found = node.stat(options.config)
         if found is None or not stat.S_ISREG(found.st_mode):
             raise InstallError(f"--config {options.config}: no file at {rooted(root, options.config)}")
+        check_trusted("--config", options.config, root, why="whoever can change it chooses what runs as root")
         kind = engine_config_kind(node.read(options.config) or b"")
         if kind is not None:
             raise InstallError(
@@ -147,6 +148,14 @@ def build_plan(options: InstallOptions) -> Plan:
     files, wrapper_notes = wrappers.plan(options, runtime=runtime)
     notes += runtime_notes
     directories = settings.env_file.directories
+    for directory in directories:
+        check_trusted(
+            "[env-file] directories:",
+            directory,
+            root,
+            why="whoever can write there chooses what containers get as root",
+            missing_ok=True,
+        )
     tmpfiles = PlannedFile(paths.TMPFILES_CONF, build_tmpfiles(directories), CONFIG_MODE)
     return Plan(
         engine,
@@ -218,27 +227,24 @@ def write_directories(root: str, directories: list[str], private: tuple[str, ...
 
 def check_directories(node: NodeRoot, targets: list[str]) -> None:
     """Refuse, in one line, an existing directory install would write into (or one above it, beneath the
-    root) that is not root-owned or that group or others can write to: whoever can write there could change
-    what the engines run as root."""
-    seen: set[str] = set()
-    owner = 0 if os.geteuid() == 0 else os.geteuid()  # an unprivileged user's test tree is its own
+    root, symlinks followed as the kernel would) that is not root-owned or that group or others can write
+    to: whoever can write there could change what the engines run as root. A directory not there yet is
+    judged by the one it will be created in (``hook.util.beneath.untrusted_on_the_way``)."""
+    from hook.util.beneath import untrusted_on_the_way
+
+    owners = (0,) if os.geteuid() == 0 else (0, os.geteuid())  # an unprivileged user's test tree is its own
     for target in targets:
-        directory = ""
-        for part in [part for part in target.split("/") if part]:
-            directory += "/" + part
-            if directory in seen:
-                continue
-            seen.add(directory)
-            info = node.stat(directory)
-            if info is None or not stat.S_ISDIR(info.st_mode):
-                break
-            problem = unsafe_directory(info, sticky_ok=directory != target, owner=owner)
-            if problem:
-                verb = "into" if directory == target else "beneath"
-                raise InstallError(
-                    f"{node.show(directory)}: {problem}; install writes {verb} it (whoever can write there "
-                    "runs code as root): chown root:root and chmod go-w it first"
-                )
+        try:
+            found = untrusted_on_the_way(target, root=node.path, owners=owners, missing_ok=True)
+        except OSError as err:
+            raise could_not("inspect", node.show(target), err) from None
+        if found is not None:
+            directory, problem = found
+            verb = "into" if directory == target else "beneath"
+            raise InstallError(
+                f"{node.show(directory)} {problem}; install writes {verb} it (whoever can write there "
+                "runs code as root): chown root:root and chmod go-w it first"
+            )
 
 
 def write_previous(node: NodeRoot, path: str, previous: dict[str, Any]) -> None:

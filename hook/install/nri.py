@@ -23,7 +23,7 @@ import re
 import subprocess
 from typing import Any
 
-from hook.install.common import CONFIG_MODE, InstallError, InstallOptions, PlannedFile, rooted
+from hook.install.common import CONFIG_MODE, InstallError, InstallOptions, PlannedFile, check_trusted, rooted
 from hook.install.rootfs import NodeRoot
 from hook.util import paths
 
@@ -173,6 +173,7 @@ def plan_unit(options: InstallOptions) -> tuple[PlannedFile, str]:
     python = options.nri_python
     if python is None:
         raise InstallError("--nri: no interpreter for the plugin; give --nri-python PATH")
+    check_trusted("--nri-python", python, options.root)
     if options.root in ("", "/"):
         check_protobuf(python)
     unit = PlannedFile(UNIT_PATH, build_unit(python, options.config), CONFIG_MODE)

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from hook import __version__
 from hook.install.bundle import STDLIB, BundledFile, collect_bundle, find_loader, interpreter
-from hook.install.common import InstallError
+from hook.install.common import InstallError, check_trusted
 from hook.install.rootfs import NodeRoot, could_not
 from hook.launcher import CURRENT, LIB, TREE_PYTHON
 from hook.util import atomicwrite, paths
@@ -432,11 +432,14 @@ def check_interpreter(python: str, root: str) -> list[str]:
     found = node.stat(python)
     there = found is not None and stat.S_ISREG(found.st_mode) and bool(found.st_mode & 0o111)
     if root not in ("", "/"):
+        if there:
+            check_trusted("--python", python, root)
         return (
             [] if there else [f"warning: no executable at {node.show(python)} yet; the engines run {python}"]
         )
     if not there:
         raise InstallError(f"--python {python}: no executable file there")
+    check_trusted("--python", python, root)
     probe = "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"
     try:
         proc = subprocess.run(

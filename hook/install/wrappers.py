@@ -31,6 +31,7 @@ from hook.install.common import (
     InstallError,
     InstallOptions,
     PlannedFile,
+    check_trusted,
     fill_template,
 )
 from hook.install.rootfs import NodeRoot
@@ -156,6 +157,7 @@ def check_runtime(node: NodeRoot, runtime: str, root: str) -> list[str]:
                 f"warning: no executable at {node.show(runtime)} yet; the runtime wrapper execs {runtime}"
             ]
         raise InstallError(f"--runtime {runtime}: no executable file at {node.show(runtime)}")
+    check_trusted("--runtime", runtime, root)
     for wrapper in paths.RUNTIME_WRAPPERS:
         own = node.stat(wrapper)
         if own is not None and (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):

@@ -2,7 +2,8 @@
 can guess the ids (often ``gpu-0-slice-3``) still cannot compute another allocation's name.
 
 The key is 32 random bytes in a file, by default ``/var/lib/gpu-env-hook/alloc.key``
-(``GPU_ENV_HOOK_NAME_KEY`` names another), root-only (0600, owner root, in a 0700 directory). It lives on
+(``GPU_ENV_HOOK_NAME_KEY`` names another), root-only (0600, owner root, in a 0700 directory); the file and
+every directory on the way to it must be root's and not writable by others, or the key is refused. It lives on
 persistent storage, not ``/run``: kubelet checkpoints ``Allocate``'s answer (the name) across restarts, and
 every later ``PreStartContainer`` must compute the same name. The first producer to need it creates it: the
 bytes go into a private temporary file that is then linked to the name, so producers racing on first use all
@@ -94,6 +95,7 @@ def load_key(path: str | None = None) -> bytes:
     """Return the node's key, creating it (atomically, 0600) when there is none; refuse one that is there
     but cannot be read or is not a key."""
     path = path or key_path()
+    _check_place(path)
     try:
         return _read_key(path)
     except FileNotFoundError:
@@ -109,6 +111,21 @@ def _refuse(path: str, reason: str) -> UsageError:
     return UsageError(
         f"naming key {path}: {reason} (it is never replaced: every allocation's name derives from it)"
     )
+
+
+def _check_place(path: str) -> None:
+    """Refuse a key that someone other than root could replace or have put there: the file, its directory
+    and every directory on the way to it (symlinks followed as the kernel would) root-owned (or ours) and
+    not writable by others (``hook.util.beneath.untrusted_on_the_way``); a key not there yet is judged by
+    the directory it would be created in."""
+    from hook.util.beneath import untrusted_on_the_way
+
+    try:
+        found = untrusted_on_the_way(path, owners=(0, posix.geteuid()), missing_ok=True)
+    except OSError as err:
+        raise _refuse(path, f"cannot be inspected: {os_reason(err)}") from None
+    if found is not None:
+        raise _refuse(path, f"{found[0]} {found[1]}")
 
 
 def _read_key(path: str) -> bytes:
@@ -149,6 +166,7 @@ def _create_key(path: str) -> None:
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(6).hex()}")
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        _check_place(path)  # a directory someone else made in between is not used
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             if os.write(fd, os.urandom(KEY_BYTES)) != KEY_BYTES:

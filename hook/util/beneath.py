@@ -165,11 +165,76 @@ def describe_mode(mode: int) -> str:
     return "of an unknown type"
 
 
-def trust_problem(uid: int, mode: int) -> str | None:
+def trust_problem(
+    uid: int, mode: int, *, owners: tuple[int, ...] = (0,), sticky_ok: bool = False
+) -> str | None:
     """Say why a file or directory that changes what runs as root (an env file, a CDI spec, a directory
-    holding them) is not to be trusted: not owned by root, or group- or world-writable. None when it is."""
-    if uid != 0:
+    holding them, an interpreter, a key) is not to be trusted: not owned by root (``owners``: also an
+    unprivileged caller's own uid), or group- or world-writable (a sticky directory passes with
+    ``sticky_ok``: others cannot rename or remove what they do not own there). None when it is."""
+    if uid not in owners:
         return f"must be owned by root (uid 0), is owned by uid {uid}"
-    if mode & 0o022:
+    if mode & 0o022 and not (sticky_ok and mode & stat.S_ISVTX):
         return f"must not be group- or world-writable (mode {stat.S_IMODE(mode):04o})"
+    return None
+
+
+MAX_SYMLINKS = 40
+
+
+def untrusted_on_the_way(
+    path: str, *, root: str = "/", owners: tuple[int, ...] = (0,), missing_ok: bool = False
+) -> tuple[str, str] | None:
+    """Tell whether root may run or trust ``path`` (a node path; ``root``: the node's ``/`` as seen from
+    here, itself the administrator's and not judged): the path is resolved component by component as the
+    kernel would (a symlink's target walked in its place, an absolute one from the root), and every
+    directory passed must be ``trust_problem``-clean (sticky ones allowed), the entry itself and the
+    directory holding it strictly (no sticky exception: whoever can create entries there could have put
+    it there). Return (the node path at fault, why), or None when every one is root's alone.
+
+    A component that does not exist raises FileNotFoundError; with ``missing_ok`` the walk ends there
+    instead and the last directory reached (the one a new entry would be made in) is judged strictly."""
+    prefix = "" if root in ("", "/") else root.rstrip("/")
+    pending = [part for part in path.split("/") if part not in ("", ".")]
+    resolved: list[str] = []
+    links = 0
+    while pending:
+        name = pending.pop(0)
+        if name == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        here = "/" + "/".join([*resolved, name])
+        try:
+            info = posix.lstat(prefix + here)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+            return _strictly(prefix, ["/" + "/".join(resolved)], owners)
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            if links > MAX_SYMLINKS:
+                raise OSError(40, "Too many levels of symbolic links")  # ELOOP
+            target = posix.readlink(prefix + here)
+            if target.startswith("/"):
+                resolved = []
+            pending[:0] = [part for part in target.split("/") if part not in ("", ".")]
+            continue
+        resolved.append(name)
+        if pending:
+            problem = trust_problem(info.st_uid, info.st_mode, owners=owners, sticky_ok=True)
+            if problem:
+                return here, problem
+    return _strictly(prefix, ["/" + "/".join(resolved[:-1]), "/" + "/".join(resolved)], owners)
+
+
+def _strictly(prefix: str, node_paths: list[str], owners: tuple[int, ...]) -> tuple[str, str] | None:
+    """Judge each node path with no sticky exception (the root itself, beneath ``prefix``, is skipped)."""
+    for node_path in dict.fromkeys(node_paths):
+        if node_path == "/" and prefix:
+            continue
+        info = posix.lstat(prefix + node_path if prefix else node_path)
+        problem = trust_problem(info.st_uid, info.st_mode, owners=owners)
+        if problem:
+            return node_path, problem
     return None

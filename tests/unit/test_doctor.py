@@ -207,7 +207,7 @@ def remove_cli(root: Path) -> None:
             break_env_dir,
             "env dir /run/nvidia-env",
             False,
-            "is group- or world-writable (mode 0777)",
+            "must not be group- or world-writable (mode 0777)",
             id="env-dir-writable",
         ),
         pytest.param(

@@ -855,19 +855,29 @@ def test_env_directory_stays_while_another_engine_is_installed(node: Path, insta
 @pytest.mark.parametrize(
     ("directory", "mode", "uid", "problem"),
     [
-        pytest.param(paths.RUNTIME_TREE, 0o777, 0, "is group- or world-writable (mode 0777)", id="tree-0777"),
         pytest.param(
-            paths.LIBEXEC_DIR, 0o755, 1000, "is owned by uid 1000, not root", id="libexec-other-owner"
+            paths.RUNTIME_TREE, 0o777, 0, "must not be group- or world-writable (mode 0777)", id="tree-0777"
+        ),
+        pytest.param(
+            paths.LIBEXEC_DIR,
+            0o755,
+            1000,
+            "must be owned by root (uid 0), is owned by uid 1000",
+            id="libexec-other-owner",
         ),
         pytest.param(
             "/usr/local/libexec",
             0o775,
             0,
-            "is group- or world-writable (mode 0775)",
+            "must not be group- or world-writable (mode 0775)",
             id="parent-group-writable",
         ),
         pytest.param(
-            "/etc/tmpfiles.d", 0o1777, 0, "is group- or world-writable (mode 1777)", id="sticky-target"
+            "/etc/tmpfiles.d",
+            0o1777,
+            0,
+            "must not be group- or world-writable (mode 1777)",
+            id="sticky-target",
         ),
     ],
 )
@@ -886,7 +896,7 @@ def test_install_refuses_loose_directories_it_would_write_into(
     with pytest.raises(InstallError) as caught:
         write_install(options)
     assert str(caught.value) == (
-        f"{where}: {problem}; install writes {verb} it (whoever can write there runs code as root): "
+        f"{where} {problem}; install writes {verb} it (whoever can write there runs code as root): "
         "chown root:root and chmod go-w it first"
     )
     assert snapshot(node) == before

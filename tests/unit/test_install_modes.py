@@ -175,8 +175,8 @@ def test_doctor_reports_a_tree_that_is_loose_or_not_compiled(tmp_path: Path) -> 
     assert tree_check(compiled) == (
         False,
         (
-            f"{version}/lib/hook/__pycache__ is group- or world-writable (mode 0777): whoever can write "
-            "there runs code as root"
+            f"{version}/lib/hook/__pycache__ must not be group- or world-writable (mode 0777): whoever can "
+            "write there runs code as root"
         ),
         "gpu-env-hook install again (it sets the tree's modes and writes its caches anew)",
     )
