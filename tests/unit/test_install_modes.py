@@ -188,3 +188,42 @@ def test_doctor_reports_a_tree_that_is_loose_or_not_compiled(tmp_path: Path) -> 
         f"{version} is not byte-compiled: every start compiles the package",
         "gpu-env-hook install again once the interpreter the engines run is on the node",
     )
+
+
+def test_the_tree_interpreter_gets_the_modes_install_means_under_umask_000(tmp_path: Path) -> None:
+    """``--python tree`` (the interpreter copied into the version, with its loader and standard library):
+    under umask 000 every mode in the version is what it is under umask 022, nothing in it is group- or
+    world-writable, and the interpreter stays executable."""
+    found = {}
+    for umask in (0o000, 0o022):
+        root = tmp_path / f"umask-{umask:03o}"
+        root.mkdir()
+        proc = subprocess.run(
+            [
+                PYTHON,
+                "-I",
+                "-m",
+                "hook",
+                "install",
+                "--root",
+                str(root),
+                "--python",
+                "tree",
+                "--engine",
+                "podman",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+            umask=umask,
+        )
+        assert proc.returncode == 0, proc.stderr
+        found[umask] = {
+            path: mode for path, mode in modes(root).items() if path.startswith(paths.RUNTIME_TREE + "/")
+        }
+    assert found[0o000] == found[0o022]
+    assert [path for path, (_, mode) in found[0o000].items() if mode & 0o022] == []
+    executables = [path for path, (is_dir, mode) in found[0o000].items() if not is_dir and mode == 0o755]
+    assert any(path.endswith("/bin/python3." + str(sys.version_info[1])) for path in executables), executables
+    assert any(path.endswith(".pyc") for path in found[0o000])
