@@ -368,26 +368,25 @@ def gc_env_files(
             failed.append(str(os_error("list env files", directory, err)))
             continue
         try:
-            names = sorted(os.listdir(dir_fd))
-        except OSError as err:
-            failed.append(str(os_error("list env files", directory, err)))
-            names = []
-        for name in filter(is_written_name, names):
-            path = os.path.join(directory, name)
-            try:
-                fd = open_beneath(path, settings.directories)  # the first look, as the hook opens it
+            for name in filter(is_written_name, sorted(os.listdir(dir_fd))):
+                path = os.path.join(directory, name)
                 try:
-                    if not gone(fd, path):
-                        continue
-                finally:
-                    os.close(fd)
-                if remove_if(name, dir_fd, functools.partial(gone, path=path)):
-                    removed.append(path)
-            except EnvFileMissingError:
-                continue
-            except HookError as err:
-                failed.append(f"{err} (kept)")
-            except OSError as err:
-                failed.append(str(os_error("remove env file", path, err)))
-        os.close(dir_fd)
+                    fd = open_beneath(path, settings.directories)  # the first look, as the hook opens it
+                    try:
+                        if not gone(fd, path):
+                            continue
+                    finally:
+                        os.close(fd)
+                    if remove_if(name, dir_fd, functools.partial(gone, path=path)):
+                        removed.append(path)
+                except EnvFileMissingError:
+                    continue
+                except HookError as err:
+                    failed.append(f"{err} (kept)")
+                except OSError as err:
+                    failed.append(str(os_error("remove env file", path, err)))
+        except OSError as err:  # the listing itself
+            failed.append(str(os_error("list env files", directory, err)))
+        finally:
+            os.close(dir_fd)
     return removed, failed
