@@ -10,6 +10,9 @@ So the drop-in holds one complete handler: the default runtime's table as those 
 runtime wrapper. ``monitor_env`` (conmon's environment, which conmon hands to the runtime it starts) also
 carries ``GPU_ENV_HOOK_ENGINE=crio``. The runtime the shim then execs is the default runtime's binary
 (crun on many distributions), which ``plan`` returns for the runtime wrapper.
+
+``--nri``: the same drop-in carries the ``[crio.nri]`` keys the plugin needs (``nri_settings``), and the
+plugin's systemd unit (``hook.install.nri``) runs it on the socket CRI-O listens on.
 """
 
 import copy
@@ -142,9 +145,48 @@ def resolve_real_runtime(root: str, name: str, base: dict[str, Any]) -> str | No
     return None
 
 
-def build_crio_dropin(table: dict[str, Any], base: str) -> bytes:
-    """Build the crio.conf.d drop-in registering ``table`` as handler RUNTIME_HANDLER (verified by reading
-    it back)."""
+def nri_settings(configs: list[CrioConfig], root: str) -> tuple[dict[str, Any], str]:
+    """``--nri``: the ``[crio.nri]`` keys our drop-in sets so that the plugin can connect, and the socket it
+    connects to (``nri_listen`` as the files set it, else CRI-O's default).
+
+    CRI-O has NRI on by default from 1.30 (off from 1.26 to 1.29), and every scalar a later file sets wins:
+    ``enable_nri = true`` is written unless the files already set it true, and ``nri_disable_connections =
+    false`` where a file set it true (no external plugin could connect). A file read after our drop-in that
+    sets either the other way would undo it: refused, install never rewrites a file the node wrote."""
+    merged: dict[str, Any] = {}
+    for config in configs:
+        crio = config.document.get("crio")
+        table = crio.get("nri") if isinstance(crio, dict) else None
+        if not isinstance(table, dict):
+            continue
+        if _read_after_ours(config.path):
+            for key, bad in (("enable_nri", False), ("nri_disable_connections", True)):
+                if table.get(key) is bad:
+                    raise InstallError(
+                        f"{rooted(root, config.path)}: [crio.nri] {key} = {str(bad).lower()} is read after "
+                        f"{dropin_path()} and would keep the NRI plugin out; change it there, then install "
+                        "--nri"
+                    )
+        merged.update(table)
+    wanted: dict[str, Any] = {}
+    if merged.get("enable_nri") is not True:
+        wanted["enable_nri"] = True
+    if merged.get("nri_disable_connections") is True:
+        wanted["nri_disable_connections"] = False
+    socket = merged.get("nri_listen")
+    return wanted, socket if isinstance(socket, str) and socket else paths.NRI_SOCKET
+
+
+def _read_after_ours(path: str) -> bool:
+    """Tell whether CRI-O reads the file at ``path`` after our drop-in (crio.conf.d, lexical order)."""
+    if not path.startswith(paths.CRIO_DROPIN_DIR + "/"):
+        return False
+    return os.path.relpath(path, paths.CRIO_DROPIN_DIR).split(os.sep)[0] > paths.CRIO_DROPIN_NAME
+
+
+def build_crio_dropin(table: dict[str, Any], base: str, nri: dict[str, Any] | None = None) -> bytes:
+    """Build the crio.conf.d drop-in registering ``table`` as handler RUNTIME_HANDLER, with the ``[crio.nri]``
+    keys ``nri`` when there are any (verified by reading it back)."""
     from hook.install.tomlwrite import render_tables
 
     header = (
@@ -155,6 +197,10 @@ def build_crio_dropin(table: dict[str, Any], base: str) -> bytes:
         "covers every container.\n"
     )
     body = render_tables(("crio", "runtime", "runtimes", paths.RUNTIME_HANDLER), table, indent="")
+    if nri:
+        body += "\n# NRI switched on for the gpu-env-hook NRI plugin (install --nri).\n" + render_tables(
+            ("crio", "nri"), nri, indent=""
+        )
     return (header + body).encode()
 
 
@@ -165,19 +211,28 @@ def plan(options: InstallOptions) -> EnginePlan:
     where = rooted(options.root, paths.CRIO_DROPIN_DIR)
     base_name, base = resolve_base_runtime(configs, where)
     table = build_handler(base, paths.runtime_wrapper("crio"))
-    dropin = PlannedFile(dropin_path(), build_crio_dropin(table, base_name), CONFIG_MODE)
+    nri: dict[str, Any] = {}
+    unit: tuple[PlannedFile, ...] = ()
+    nri_notes: tuple[str, ...] = ()
+    if options.nri:
+        from hook.install.nri import plan_unit
+
+        nri, socket = nri_settings(configs, options.root)
+        planned_unit, note = plan_unit(options, socket)
+        unit, nri_notes = (planned_unit,), (note,)
+    dropin = PlannedFile(dropin_path(), build_crio_dropin(table, base_name, nri), CONFIG_MODE)
     restart = (
         f"next: restart CRI-O (systemctl restart crio) to load the runtime handler {paths.RUNTIME_HANDLER} "
         f"(the settings of CRI-O's default runtime, {base_name}); the hooks JSON applies to new containers "
         "without it"
     )
     runtime = resolve_real_runtime(options.root, base_name, base)
-    notes = [*hooks.notes, restart]
+    notes = [*hooks.notes, restart, *nri_notes]
     if runtime is None:
         notes.insert(
             0, f"warning: CRI-O's default runtime {base_name} is not on the node's PATH; the shim execs runc"
         )
-    return EnginePlan((dropin, *hooks.files), tuple(notes), runtime)
+    return EnginePlan((dropin, *unit, *hooks.files), tuple(notes), runtime)
 
 
 def uninstall_notes() -> tuple[str, ...]:

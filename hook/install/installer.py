@@ -109,8 +109,8 @@ def build_plan(options: InstallOptions) -> Plan:
         raise InstallError(f"--engine {engine}: must be one of {', '.join(ENGINES)}")
     if options.precreate and engine != "podman":
         raise InstallError("--precreate: only podman runs precreate hooks; use it with --engine podman")
-    if options.nri and engine != "containerd":
-        raise InstallError("--nri: only containerd is supported for now; use it with --engine containerd")
+    if options.nri and engine not in ("containerd", "crio"):
+        raise InstallError("--nri: NRI runs in containerd and CRI-O; use it with --engine containerd or crio")
     for flag, value in (
         ("--python", options.python),
         ("--runtime", options.runtime),

@@ -11,7 +11,8 @@ Three parts, all decided before anything is written:
   off itself where install appends a block is refused: install never rewrites a table the node wrote;
 * a systemd unit that runs the plugin (``Restart=always``), written but not started. The plugin needs
   protobuf, so the unit runs the interpreter of the environment install was run from (the pip-installed
-  one, ``nri_python``), not the engines' ``-S`` wrappers.
+  one, ``nri_python``), not the engines' ``-S`` wrappers. The unit is CRI-O's too (``install --engine crio
+  --nri``, ``hook.install.crio``: after crio.service, on the socket CRI-O's ``nri_listen`` names).
 
 The backstop (``gpu-env-hook nri-backstop``) stays manual: containerd takes it only through a runtime's
 ``base_runtime_spec``, a whole OCI spec file that replaces containerd's default spec, set in a runtime table
@@ -123,23 +124,26 @@ def nri_tables(
     return ((("plugins", NRI_PLUGIN), {"disable": False}),)
 
 
-def build_unit(python: str, config: str | None) -> bytes:
-    """Return the systemd unit that runs the plugin from ``python`` (an environment with protobuf)."""
-    for path in (python, *([config] if config is not None else [])):
+def build_unit(
+    python: str, config: str | None, *, engine: str = "containerd", socket: str = paths.NRI_SOCKET
+) -> bytes:
+    """Return the systemd unit that runs the plugin from ``python`` (an environment with protobuf) on the
+    NRI socket of ``engine`` (``containerd`` or ``crio``)."""
+    for path in (python, socket, *([config] if config is not None else [])):
         if not _PLAIN_PATH.match(path):
             raise InstallError(
                 f"--nri: {path!r} cannot be written unquoted in a systemd unit; use a plain path"
             )
     config_flag = f" -config {config}" if config is not None else ""
     text = (
-        "# gpu-env-hook: the NRI plugin (docs/nri.md); `gpu-env-hook uninstall --engine containerd` "
+        f"# gpu-env-hook: the NRI plugin (docs/nri.md); `gpu-env-hook uninstall --engine {engine}` "
         "removes this file.\n"
         "[Unit]\n"
         "Description=gpu-env-hook NRI plugin\n"
-        "After=containerd.service\n"
+        f"After={engine}.service\n"
         "\n"
         "[Service]\n"
-        f"ExecStart={python} -I -m hook{config_flag} nri {paths.NRI_SOCKET}\n"
+        f"ExecStart={python} -I -m hook{config_flag} nri {socket}\n"
         "Restart=always\n"
         "RestartSec=1\n"
         "\n"
@@ -168,20 +172,26 @@ def check_protobuf(python: str) -> None:
         )
 
 
-def plan_unit(options: InstallOptions) -> tuple[PlannedFile, str]:
-    """Return the unit file and what the user runs next."""
+def plan_unit(options: InstallOptions, socket: str = paths.NRI_SOCKET) -> tuple[PlannedFile, str]:
+    """Return the unit file (the plugin on ``socket``) and what the user runs next."""
     python = options.nri_python
     if python is None:
         raise InstallError("--nri: no interpreter for the plugin; give --nri-python PATH")
     check_trusted("--nri-python", python, options.root)
     if options.root in ("", "/"):
         check_protobuf(python)
-    unit = PlannedFile(UNIT_PATH, build_unit(python, options.config), CONFIG_MODE)
+    unit = PlannedFile(
+        UNIT_PATH, build_unit(python, options.config, engine=options.engine, socket=socket), CONFIG_MODE
+    )
     note = (
         f"next: start the NRI plugin: systemctl daemon-reload && systemctl enable --now {UNIT_NAME} "
-        f"(written to {rooted(options.root, UNIT_PATH)}); the backstop (gpu-env-hook nri-backstop in a "
-        "base_runtime_spec) is set by hand, see docs/nri.md"
+        f"(written to {rooted(options.root, UNIT_PATH)})"
     )
+    if options.engine == "containerd":
+        note += (
+            "; the backstop (gpu-env-hook nri-backstop in a base_runtime_spec) is set by hand, "
+            "see docs/nri.md"
+        )
     return unit, note
 
 

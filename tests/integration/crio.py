@@ -7,9 +7,10 @@ tree's ``etc/crio`` (its ``crio.conf`` and ``crio.conf.d``, read at their defaul
 over the real paths (an empty directory where the tree has none of the first three, so nothing of the host's
 leaks in), so the daemon reads exactly what ``install --root NODE`` wrote, at the node paths written into
 it. Everything CRI-O keeps is under ``workdir``, given as flags (which win over the config files): storage
-(``vfs``), run root, socket, NRI socket and plugin directories, exits, logs, version and shutdown files,
-namespaces. The cgroup manager is cgroupfs (PID 1 is not systemd here), conmon is Debian's, and pods run in
-the node's network namespace (no CNI). ``stop()`` ends the daemon, every conmon it started and every process
+(``vfs``), run root, socket, NRI plugin directories, exits, logs, version and shutdown files, namespaces;
+the NRI socket stays where the node's config puts it (``/var/run/nri/nri.sock`` by default), in a directory
+of ``workdir`` mounted over ``/var/run/nri``. The cgroup manager is cgroupfs (PID 1 is not systemd here),
+conmon is Debian's, and pods run in the node's network namespace (no CNI). ``stop()`` ends the daemon, every conmon it started and every process
 below them (the containers), by pid.
 
 The node's config must name a runtime that exists: ``node_config(workdir)`` is a minimal one (runc, the
@@ -46,6 +47,9 @@ NODE_BINDS = (
     "/opt/gpu-env-hook",
 )
 ALWAYS_BOUND = NODE_BINDS[:3]
+# CRI-O's NRI socket directory (``nri_listen``'s default), a directory of the workdir in the namespace: a
+# plugin there connects at the node path (``nsenter_argv``), one outside at ``Crio.nri_socket``.
+NRI_DIR = "/var/run/nri"
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 # Mount points the namespaces create on the host's file system (absent before the first daemon): removed
@@ -54,7 +58,7 @@ STOP_TIMEOUT = 10.0
 # pods (``/crio`` under each controller) is removed the same way when it was not there before.
 ABSENT_BEFORE = [
     next(path for path in [*reversed(Path(target).parents), Path(target)] if not os.path.lexists(path))
-    for target in NODE_BINDS
+    for target in (*NODE_BINDS, NRI_DIR)
     if not os.path.lexists(target)
 ]
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -104,6 +108,9 @@ def namespace_argv(node: Path, workdir: Path, argv: list[str]) -> list[str]:
             empty = workdir / "empty" / target.strip("/").replace("/", "-")
             empty.mkdir(parents=True, exist_ok=True)
             binds.append((empty, target))
+    nri = workdir / "nri"
+    nri.mkdir(parents=True, exist_ok=True)
+    binds.append((nri, NRI_DIR))
     script = ["set -e"]
     for source, target in binds:
         script.append(f'mkdir -p "{target}" && mount --bind "{source}" "{target}"')
@@ -130,7 +137,6 @@ def scratch_flags(workdir: Path) -> list[str]:
         "--version-file-persist", str(workdir / "version"),
         "--clean-shutdown-file", str(workdir / "clean.shutdown"),
         "--namespaces-dir", str(run / "ns"),
-        "--nri-listen", str(workdir / "nri.sock"),
         "--nri-plugin-dir", str(workdir / "nri-plugins"),
         "--nri-plugin-config-dir", str(workdir / "nri-conf.d"),
         "--pause-image", CRIO_IMAGE,
@@ -164,6 +170,21 @@ def crio_config(node: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def config_value(text: str, section: str, key: str) -> str | None:
+    """The value ``crio config`` printed for ``key`` in ``[section]``, as written (``true``, ``"2s"``): it
+    prints a value equal to CRI-O's default commented out (``# key = value``), so both forms count."""
+    current = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            current = stripped[1:-1]
+            continue
+        name, sep, value = stripped.removeprefix("# ").partition(" = ")
+        if current == section and sep and name == key:
+            return value
+    return None
+
+
 class Crio:
     """One CRI-O daemon for one test: its own storage, run root and sockets, the node's files at node paths."""
 
@@ -172,7 +193,9 @@ class Crio:
         self.workdir = workdir
         self.extra = extra or []
         self.address = str(workdir / "crio.sock")
-        self.nri_socket = workdir / "nri.sock"
+        # The NRI socket at the node path (CRI-O's default, or the node config's nri_listen beneath it), as
+        # a process outside the namespace reaches it.
+        self.nri_socket = workdir / "nri" / "nri.sock"
         self.log_path = workdir / "crio.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -228,6 +251,12 @@ class Crio:
         )
         if proc.returncode != 0:
             raise CrioError(f"podman load failed ({proc.returncode}): {proc.stderr.strip()}")
+
+    def nsenter_argv(self, argv: list[str]) -> list[str]:
+        """``argv`` to run in the daemon's mount namespace, where the node's files are at node paths (as a
+        systemd unit on the node runs)."""
+        assert self.process is not None
+        return ["nsenter", f"--mount=/proc/{self.process.pid}/ns/mnt", "--", *argv]
 
     def conmon_pids(self) -> list[int]:
         """The pids of the conmons this daemon started (their command line names its exits directory)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,21 +46,22 @@ class Node:
         self.plugin: subprocess.Popen[bytes] | None = None
         self.plugin_log = tmp_path / "plugin.log"
 
-    def start_plugin(self) -> None:
-        """Start ``gpu-env-hook nri`` on CRI-O's NRI socket and wait until CRI-O has configured it."""
-        import time
-
-        with self.plugin_log.open("ab") as log:
+    def start_plugin(self, argv: list[str] | None = None) -> None:
+        """Start ``gpu-env-hook nri`` on CRI-O's NRI socket (or ``argv``) and wait until CRI-O has configured
+        it."""
+        if argv is None:
             argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri"]
+            argv.append(str(self.daemon.nri_socket))
+        with self.plugin_log.open("ab") as log:
             self.plugin = subprocess.Popen(
-                [*argv, str(self.daemon.nri_socket)],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         deadline = time.monotonic() + 30
-        while "configured by" not in self.plugin_log.read_text(errors="replace"):
+        while "configured by cri-o" not in self.plugin_log.read_text(errors="replace"):
             assert self.plugin.poll() is None, self.plugin_log.read_text()
             assert time.monotonic() < deadline, f"plugin not configured: {self.plugin_log.read_text()}"
             time.sleep(0.05)
@@ -220,3 +222,64 @@ def test_pod_annotations_cannot_forge_the_identity(node: Node) -> None:
         )
     finally:
         remove_pod(client, sandbox)
+
+
+def test_install_nri_end_to_end_on_a_node_with_nri_off(tmp_path: Path, image_archive: Path) -> None:
+    """``install --engine crio --nri`` on a node whose crio.conf switches NRI off: CRI-O starts with the node's
+    files plus the drop-in (NRI on at its default socket); the plugin, run as the unit's ExecStart says (in
+    the node's mount namespace, as systemd runs it there), connects, applies a pinned file and refuses
+    another pod's; uninstall restores every byte."""
+    import shlex
+
+    from test_containerd import CONFIG, gpu_env_hook
+
+    from hook.install.nri import UNIT_PATH
+
+    records = tmp_path / "cli-records"
+    records.mkdir()
+    hook_config = (
+        "[nvidia-container-cli]\n"
+        f'path = "{STANDIN_CLI}"\n'
+        f'environment = ["STANDIN_RECORD_DIR={records}"]\n'
+        "[env-file]\n"
+        f'directories = ["{ENV_DIR}"]\n'
+    )
+    tree = tmp_path / "node"
+    (tree / "etc/crio").mkdir(parents=True)
+    (tree / "etc/crio/crio.conf").write_text(
+        node_config(tmp_path / "daemon") + "[crio.nri]\nenable_nri = false\n"
+    )
+    (tree / CONFIG.lstrip("/")).parent.mkdir(parents=True)
+    (tree / CONFIG.lstrip("/")).write_text(hook_config)
+    before = {str(path): path.read_bytes() for path in tree.rglob("*") if path.is_file()}
+    proc = gpu_env_hook(
+        "install", "--engine", "crio", "--nri", "--root", str(tree), "--python", PYTHON,
+        "--nri-python", PYTHON, "--config", CONFIG,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    exec_start = next(
+        line.removeprefix("ExecStart=")
+        for line in (tree / UNIT_PATH.lstrip("/")).read_text().splitlines()
+        if line.startswith("ExecStart=")
+    )
+    pinned = write_env_file("crio-e2e.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-e2e\n")
+    other = write_env_file("crio-e2e-other.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-another\n")
+    with running(tree, tmp_path / "daemon") as daemon:
+        daemon.import_image(image_archive)
+        node = Node(tmp_path, daemon, tree / CONFIG.lstrip("/"), records)
+        try:
+            node.start_plugin(daemon.nsenter_argv(shlex.split(exec_start)))
+            status, stdout = node.run("gpu-e2e", {VAR: str(pinned)})
+            assert (status.exit_code, status.reason) == (0, "Completed"), daemon.log()
+            assert {"NVIDIA_VISIBLE_DEVICES=1,2", "USER_CUSTOM_ENV=hello", f"{VAR}="} <= set(stdout)
+            assert any("--device=1,2" in call["argv"] for call in node.cli_calls())
+            with pytest.raises(grpc.RpcError) as refused:
+                node.run("gpu-e2e", {VAR: str(other)})
+            assert "is pinned to another pod (annotation io.kubernetes.pod.uid differs)" in (
+                refused.value.details() or ""
+            )
+        finally:
+            node.stop_plugin()
+            node.client.close()
+    assert gpu_env_hook("uninstall", "--engine", "crio", "--root", str(tree)).returncode == 0
+    assert {str(path): path.read_bytes() for path in tree.rglob("*") if path.is_file()} == before

@@ -178,11 +178,13 @@ def test_real_containerd_1_6_is_refused(tmp_path: Path) -> None:
     )
 
 
-def test_only_containerd(tmp_path: Path) -> None:
-    """--nri with another engine is refused."""
+def test_only_the_nri_engines(tmp_path: Path) -> None:
+    """--nri with an engine that has no NRI is refused."""
     with pytest.raises(InstallError) as caught:
         write_install(InstallOptions(engine="docker", python=PYTHON, root=str(tmp_path), nri=True))
-    assert str(caught.value) == "--nri: only containerd is supported for now; use it with --engine containerd"
+    assert str(caught.value) == (
+        "--nri: NRI runs in containerd and CRI-O; use it with --engine containerd or crio"
+    )
 
 
 def test_unit_refuses_a_path_systemd_would_split() -> None:
