@@ -27,7 +27,6 @@ STAGES = (
     ("createRuntime", "the same as prestart (the OCI createRuntime stage)"),
     ("precreate", "merge the env file into the config on stdin and print it (podman's precreate hook)"),
     ("nri", "[SOCKET] run as an NRI plugin on containerd 2.x (default /var/run/nri/nri.sock)"),
-    ("nri-backstop", "OCI hook: refuse a container whose env file the NRI plugin did not handle"),
     ("poststart", "does nothing, exits 0"),
     ("poststop", "does nothing, exits 0"),
 )

@@ -65,6 +65,7 @@ def run_checks(
             checks.append(check_isolated(root, path, args))
     checks.append(check_pod_binding(settings.env_file))
     checks.append(check_nri(root, installed=installed))
+    checks.append(check_env_file_guard(root, installed))
     checks += coexistence_checks(root)
     checks.append(check_runtime_tree(root))
     return checks
@@ -161,6 +162,62 @@ def check_nri(
     else:
         fix = "to use NRI, install --engine containerd --nri (docs/nri.md)"
     return Check(name, ok=None, detail=detail, fix=fix)
+
+
+# containerd's CRI runtime plugin (config version 3, containerd 2.x; version 2) and its CDI settings.
+_CRI_RUNTIME_TABLES = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri")
+_CDI_DIRS_DEFAULT = ("/etc/cdi", "/var/run/cdi")
+
+
+def check_env_file_guard(root: str, installed: tuple[str, ...]) -> Check:
+    """Whether env-file containers are protected (hook.install.guard): the guard's CDI spec present,
+    root-owned, not writable by others and the bytes' meaning install writes; and containerd's config
+    neither switches CDI off nor reads specs from directories without it."""
+    name, spec = "env-file guard", paths.ENV_FILE_GUARD_SPEC
+    if not {"containerd", "crio"} & set(installed) and not os.path.lexists(under(root, spec)):
+        return Check(name, ok=None, detail="not installed for containerd or CRI-O")
+    from hook.install.guard import guard_problem
+
+    fix = "gpu-env-hook install --engine containerd (or crio) writes it"
+    problem = guard_problem(root)
+    if problem:
+        return Check(name, ok=False, detail=problem, fix=fix)
+    cdi = _containerd_cdi(root) if "containerd" in installed else ""
+    if cdi:
+        return Check(name, ok=False, detail=cdi, fix=f"enable CDI with /etc/cdi in {paths.CONTAINERD_CONFIG}")
+    return Check(
+        name,
+        ok=True,
+        detail=(
+            f"{spec} in place: a container given {paths.ENV_FILE_GUARD_DEVICE} starts only once the NRI "
+            "plugin or gpu-env-runtime applied its env file"
+        ),
+    )
+
+
+def _containerd_cdi(root: str) -> str:
+    """What in containerd's config keeps it from resolving the guard's device ('' when nothing is seen):
+    ``enable_cdi = false``, or ``cdi_spec_dirs`` without the guard's directory (containerd 2.x has CDI on,
+    with /etc/cdi and /var/run/cdi, by default; 1.7 has it off)."""
+    from hook.install.common import InstallError
+    from hook.install.containerd import effective_config, load_chain
+
+    try:
+        with open(under(root, paths.CONTAINERD_CONFIG), "rb") as fh:
+            plugins = effective_config(load_chain(root, paths.CONTAINERD_CONFIG, fh.read())).get("plugins")
+    except (OSError, InstallError):
+        return ""
+    directory = os.path.dirname(paths.ENV_FILE_GUARD_SPEC)
+    for table in _CRI_RUNTIME_TABLES:
+        settings = plugins.get(table) if isinstance(plugins, dict) else None
+        if not isinstance(settings, dict):
+            continue
+        if settings.get("enable_cdi") is False:
+            return f"{paths.CONTAINERD_CONFIG}: enable_cdi = false in [plugins.'{table}']"
+        dirs = settings.get("cdi_spec_dirs", _CDI_DIRS_DEFAULT)
+        if isinstance(dirs, list) and directory not in dirs:
+            return f"{paths.CONTAINERD_CONFIG}: cdi_spec_dirs in [plugins.'{table}'] leaves out {directory}"
+    return ""
 
 
 def fallback_path(installed: tuple[str, ...] | None) -> str:

@@ -14,7 +14,7 @@ python3.11), into ``<tree>/<version>/python``::
                              the extension modules but those that would bring further libraries or that
                              nothing of ours loads (``SKIPPED_EXTENSIONS``: OpenSSL, libffi, ncurses, ...)
 
-The node-side paths are the stages (the hook, the shim, precreate, the backstop) and the CDI code with YAML
+The node-side paths are the stages (the hook, the shim, precreate) and the CDI code with YAML
 specs; the commands for people and install run elsewhere (a venv, the image). A module of the standard
 library the hook needs but that is skipped here fails the tests that run every stage with this interpreter
 (tests/test_import_guard.py).

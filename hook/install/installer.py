@@ -37,6 +37,7 @@ from hook.install.common import (
     engine_config_kind,
     rooted,
 )
+from hook.install.guard import guard_spec
 from hook.install.inuse import Users, find_runtime_users, node_proc
 from hook.install.manifest import (
     RETIRED,
@@ -157,10 +158,18 @@ def build_plan(options: InstallOptions) -> Plan:
             missing_ok=True,
         )
     tmpfiles = PlannedFile(paths.TMPFILES_CONF, build_tmpfiles(directories), CONFIG_MODE)
+    # The CRI engines, which run device plugins' containers: the env-file guard (hook.install.guard).
+    guarded = engine in ("containerd", "crio")
+    guard = (PlannedFile(paths.ENV_FILE_GUARD_SPEC, guard_spec(), CONFIG_MODE),) if guarded else ()
+    spec = rooted(root, paths.ENV_FILE_GUARD_SPEC)
+    guard_note = (
+        f"device plugins: return the CDI device {paths.ENV_FILE_GUARD_DEVICE} next to NVIDIA_ENV_FROM_FILE "
+        f"(its spec: {spec}): the container then starts only once its env file was applied (docs/env-file.md)"
+    )
     return Plan(
         engine,
-        (*files, tmpfiles, *engine_plan.files),
-        (*notes, *wrapper_notes, *engine_plan.notes),
+        (*files, tmpfiles, *guard, *engine_plan.files),
+        (*notes, *wrapper_notes, *engine_plan.notes, *((guard_note,) if guarded else ())),
         runtime,
         directories,
     )

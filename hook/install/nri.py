@@ -14,9 +14,8 @@ Three parts, all decided before anything is written:
   one, ``nri_python``), not the engines' ``-S`` wrappers. The unit is CRI-O's too (``install --engine crio
   --nri``, ``hook.install.crio``: after crio.service, on the socket CRI-O's ``nri_listen`` names).
 
-The backstop (``gpu-env-hook nri-backstop``) stays manual: containerd takes it only through a runtime's
-``base_runtime_spec``, a whole OCI spec file that replaces containerd's default spec, set in a runtime table
-the node wrote, which install never rewrites.
+An env-file container never runs without the plugin through the env-file guard (``hook.install.guard``),
+which install writes for containerd whether or not ``--nri`` is given.
 """
 
 import os

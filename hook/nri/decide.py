@@ -9,8 +9,9 @@ protocol we decode has no annotations, so nothing a pod spec chooses can stand i
 names the container by kubelet's ``io.kubernetes.container.name`` label, set over any pod annotation.)
 The answer:
 
-- the file's variables as env adjustments, and the variable naming the file set empty: a container whose
-  environment still names a file was not handled by the plugin (the backstop hook refuses it);
+- the file's variables as env adjustments, the variable naming the file set empty, and the env-file guard's
+  mount removed (the CDI device ``gpu-env-hook.io/env-file=required`` the device plugin names next to the
+  file: a bind mount from a path that cannot exist, which the runtime fails to make unless it goes);
 - legacy mode: our prestart hook, handed the decision as the runtime shim hands it
   (``-env-file-merged=pinned:NAMES``): the hook never reads the file again and calls nvidia-container-cli
   once; none is added when the container already has a GPU hook;
@@ -25,7 +26,7 @@ the creation with it.
 """
 
 from hook.nri import nri_pb2
-from hook.util import envvars
+from hook.util import envvars, paths
 from hook.util.errors import CdiError
 
 TYPE_CHECKING = False
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from hook.pipeline.config import Settings
     from hook.pipeline.envfile import EnvFile
 
-BACKSTOP = "nri-backstop"
 # The runtime sets these annotations itself from the same identity; the pin rules are written against them
 # (containerd's keys until Configure names the runtime: the plugin is refused nothing before it).
 ENGINE = "containerd"
@@ -102,12 +102,10 @@ def cdi_names_applied(runtime_name: str, runtime_version: str) -> bool:
 
 def hook_entries(hooks: nri_pb2.Hooks) -> dict[str, object]:
     """The container's prestart and createRuntime hooks as a spec's ``hooks`` (what hook.pipeline.handoff
-    reads), without our backstop (``nri-backstop``: not a GPU hook)."""
+    reads)."""
 
     def entries(stage: "Iterable[nri_pb2.Hook]") -> list[dict[str, object]]:
-        return [
-            {"path": hook.path, "args": list(hook.args)} for hook in stage if BACKSTOP not in hook.args[-1:]
-        ]
+        return [{"path": hook.path, "args": list(hook.args)} for hook in stage]
 
     return {"hooks": {"prestart": entries(hooks.prestart), "createRuntime": entries(hooks.create_runtime)}}
 
@@ -136,10 +134,12 @@ def adjust_container(
     identity = pod_identity(pod, container, engine)
     env_file = resolve_env_file(env, identity, settings.env_file)
     adjust = nri_pb2.ContainerAdjustment()
-    # Handled: the variable set empty, which the backstop lets through. (Not removed: containerd 2.3 with
-    # NRI 0.12 drops an adjustment's removal of a variable the container had.) Each name once: NRI refuses
-    # an adjustment that sets a variable twice.
+    # Handled: the variable set empty, the mark of a container the plugin handled. (Not removed: containerd
+    # 2.3 with NRI 0.12 drops an adjustment's removal of a variable the container had.) Each name once: NRI
+    # refuses an adjustment that sets a variable twice.
     variables = {variable: ""}
+    # Applied: the guard device's mount goes, so the runtime can start the container (docs/nri.md).
+    adjust.mounts.add(destination="-" + paths.ENV_FILE_GUARD_TARGET)
     if env_file is not None:  # else a missing file, ignored by [env-file] on-missing
         variables.update(env_file.values)
         merged = {**env, **env_file.values}

@@ -231,6 +231,16 @@ def set_process_env(document: dict[str, object], env: list[str]) -> dict[str, ob
     return {**document, "process": {**process, "env": env}}
 
 
+def without_mount(document: dict[str, object], destination: str) -> dict[str, object]:
+    """Return a copy of a checked spec without its mounts at ``destination`` (the document itself when it
+    has none there); nothing else changes."""
+    mounts = document.get("mounts")
+    if not isinstance(mounts, list):
+        return document
+    kept = [mount for mount in mounts if mount.get("destination") != destination]
+    return document if len(kept) == len(mounts) else {**document, "mounts": kept}
+
+
 def dump_spec(document: dict[str, object], where: str = "config.json") -> bytes:
     """Serialise a spec the way runtimes write it (compact JSON, UTF-8, no ASCII escaping); refuse one whose
     text holds a lone surrogate (a JSON ``\\udc80`` escape decodes to one: not Unicode, so not UTF-8)."""

@@ -83,6 +83,29 @@ def env_file_path(device_ids: "Iterable[str]", directory: str | None = None, key
     return paths.join(directory, env_file_name(device_ids, key))
 
 
+class AllocateAnswer:
+    """What a device plugin's ``Allocate`` returns for a container (``ContainerAllocateResponse``): ``envs``
+    names the env file, ``cdi_devices`` the env-file guard (docs/nri.md): the container starts only once the
+    NRI plugin or the runtime shim applied the file."""
+
+    __slots__ = ("cdi_devices", "envs")
+
+    def __init__(self, envs: dict[str, str], cdi_devices: tuple[str, ...]) -> None:
+        self.envs = envs
+        self.cdi_devices = cdi_devices
+
+
+def allocate_answer(
+    device_ids: "Iterable[str]", directory: str | None = None, key: bytes | None = None
+) -> AllocateAnswer:
+    """Return the ``Allocate`` answer for ``device_ids``: ``NVIDIA_ENV_FROM_FILE`` (the path of
+    :func:`env_file_path`) and the guard's CDI device."""
+    return AllocateAnswer(
+        {envvars.NVIDIA_ENV_FROM_FILE: env_file_path(device_ids, directory, key)},
+        (paths.ENV_FILE_GUARD_DEVICE,),
+    )
+
+
 # --- the key ---------------------------------------------------------------------------------------------
 
 

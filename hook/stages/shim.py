@@ -373,6 +373,12 @@ def resolve_spec(
         trusted=trusted,
     )
     edited = document if merged == entries else set_process_env(document, merged)
+    if parse_env(entries).get(settings.env_file.variable):
+        # The file is applied: the env-file guard's mount goes, so the runtime can start it (docs/nri.md).
+        from hook.pipeline.bundle import without_mount
+        from hook.util.paths import ENV_FILE_GUARD_TARGET
+
+        edited = without_mount(edited, ENV_FILE_GUARD_TARGET)
     cdi = bool(devices) and settings.device_mode == "cdi"
     if cdi:  # the devices' CDI edits instead of NVIDIA's hook
         from hook.pipeline.cdidevices import inject_requested

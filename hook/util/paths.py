@@ -36,6 +36,14 @@ PRECREATE_JSON_NAME = "gpu-env-hook-precreate.json"
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 # The NRI socket containerd 2.x (and CRI-O) serve plugins on: `gpu-env-hook nri` connects there.
 NRI_SOCKET = "/var/run/nri/nri.sock"
+# Fail closed without a process (docs/nri.md): the device plugin names this CDI device next to the env file;
+# install writes its spec, whose one edit is a bind mount from a path procfs can never have, so the runtime
+# cannot start the container unless the NRI plugin (or the runtime shim) applied the file and removed it.
+ENV_FILE_GUARD_KIND = "gpu-env-hook.io/env-file"
+ENV_FILE_GUARD_DEVICE = ENV_FILE_GUARD_KIND + "=required"
+ENV_FILE_GUARD_SOURCE = "/proc/gpu-env-hook-env-file-not-applied"
+ENV_FILE_GUARD_TARGET = "/run/gpu-env-hook/env-file-not-applied"
+ENV_FILE_GUARD_SPEC = "/etc/cdi/gpu-env-hook-env-file.json"
 CONTAINERD_DROPIN_DIR = "/etc/containerd/conf.d"
 CONTAINERD_DROPIN_NAME = "gpu-env-hook.toml"
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"

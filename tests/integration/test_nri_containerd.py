@@ -3,8 +3,9 @@
 containerd 2.x is not packaged for Debian 12: these tests run a build found through the environment variable
 ``GPU_ENV_HOOK_CONTAINERD2`` (a directory holding ``containerd``, ``ctr`` and ``containerd-shim-runc-v2``, or
 one with them in ``bin/``) and are skipped where it is absent. Each test starts its own daemon (NRI on, its
-socket under the test's directory, the backstop hook in the runc handler's base spec) and the plugin as a
-process, and stops both, even when it fails.
+socket under the test's directory, the env-file guard's CDI spec as install writes it in its CDI spec
+directory) and the plugin as a process, and stops both, even when it fails. Every container that names an
+env file is created as a device plugin's would be: with the guard's CDI device.
 
 With ``GPU_ENV_HOOK_NRI_RECORD=DIR``, the exchange of the first test between containerd and the plugin is
 recorded (through a relaying socket) into ``DIR/containerd-<version>.json``: the data
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +34,9 @@ from cri import CriClient, read_cri_log, remove_pod, start_pod
 from engine_builds import containerd2_dir
 from runc_hooks import STANDIN_CLI
 
+from hook.install.guard import guard_spec
+from hook.util import paths
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -48,6 +51,9 @@ pytestmark = [
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 VAR = "NVIDIA_ENV_FROM_FILE"
+GUARD = paths.ENV_FILE_GUARD_DEVICE
+# What runc says when the guard's mount is still there (the plugin did not apply the file).
+GUARD_FAILED = f"{paths.ENV_FILE_GUARD_SOURCE}: no such file or directory"
 # Env files of these tests live here (a fixed path, so that a recorded exchange replays anywhere).
 ENV_DIR = Path("/tmp/gpu-env-hook-nri-capture")
 ENV_FILE = "# written by the device plugin\nNVIDIA_VISIBLE_DEVICES=1,2\nUSER_CUSTOM_ENV=hello\n"
@@ -62,10 +68,10 @@ def write_env_file(name: str, content: str) -> Path:
     return path
 
 
-def containerd_config(socket_path: Path, base_spec: Path, cdi_dir: Path) -> str:
+def containerd_config(socket_path: Path, cdi_dir: Path) -> str:
     """containerd 2.x config: NRI on at ``socket_path``, the test image as the pause image, CDI specs from
-    ``cdi_dir``, the runc handler's base spec carrying the backstop hook (this VM refuses a sandbox's
-    oom_score_adj of -998)."""
+    ``cdi_dir`` (this VM refuses a sandbox's oom_score_adj of -998). The runc handler is containerd's own:
+    no base spec."""
     return (
         "version = 3\n"
         "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n"
@@ -74,9 +80,6 @@ def containerd_config(socket_path: Path, base_spec: Path, cdi_dir: Path) -> str:
         "  restrict_oom_score_adj = true\n"
         "  enable_cdi = true\n"
         f"  cdi_spec_dirs = ['{cdi_dir}']\n"
-        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n"
-        "  runtime_type = 'io.containerd.runc.v2'\n"
-        f"  base_runtime_spec = '{base_spec}'\n"
         "[plugins.'io.containerd.nri.v1.nri']\n"
         "  disable = false\n"
         f"  socket_path = '{socket_path}'\n"
@@ -105,17 +108,9 @@ def write_cdi_spec(directory: Path) -> None:
     (directory / "test-gpus.json").write_text(json.dumps(spec))
 
 
-def base_spec_with_backstop(ctr: str, hook_config: Path) -> dict[str, Any]:
-    """containerd's default spec (``ctr oci spec``) with ``gpu-env-hook nri-backstop`` as a createRuntime hook."""
-    spec: dict[str, Any] = json.loads(
-        subprocess.run([ctr, "oci", "spec"], capture_output=True, text=True, check=True, timeout=30).stdout
-    )
-    backstop = {
-        "path": PYTHON,
-        "args": [PYTHON, "-I", "-m", "hook", "-config", str(hook_config), "nri-backstop"],
-    }
-    spec.setdefault("hooks", {})["createRuntime"] = [backstop]
-    return spec
+def write_guard_spec(directory: Path) -> None:
+    """The env-file guard's CDI spec, the bytes install writes (hook.install.guard)."""
+    (directory / Path(paths.ENV_FILE_GUARD_SPEC).name).write_bytes(guard_spec())
 
 
 class Relay:
@@ -176,6 +171,7 @@ class Node:
         if record:
             self.relay = Relay(self.tmp_path / "relay.sock", self.socket)
             path = self.relay.listen
+        before = self.plugin_log.read_text().count("configured by") if self.plugin_log.exists() else 0
         with self.plugin_log.open("ab") as log:
             self.plugin = subprocess.Popen(
                 [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri", str(path)],
@@ -185,7 +181,7 @@ class Node:
                 start_new_session=True,
             )
         deadline = time.monotonic() + 30
-        while "configured by" not in self.plugin_log.read_text(errors="replace"):
+        while self.plugin_log.read_text(errors="replace").count("configured by") <= before:
             assert self.plugin.poll() is None, self.plugin_log.read_text()
             assert time.monotonic() < deadline, f"plugin not configured: {self.plugin_log.read_text()}"
             time.sleep(0.05)
@@ -206,7 +202,8 @@ class Node:
         return [json.loads(path.read_text()) for path in sorted(self.records.glob("*.json"))]
 
     def run(self, name: str, env: dict[str, str], command: list[str] | None = None) -> tuple[Any, list[str]]:
-        """A pod with one container through CRI (default handler), run to its end; its status and stdout."""
+        """A pod with one container through CRI (default handler), run to its end; its status and stdout. A
+        container naming an env file gets the guard's CDI device, as from a device plugin's Allocate."""
         pod = start_pod(
             self.client,
             workdir=self.tmp_path,
@@ -215,12 +212,42 @@ class Node:
             command=command or ["/bin/env"],
             env=env,
             name=name,
+            cdi_devices=(GUARD,) if VAR in env else (),
         )
         try:
             status = self.client.wait_exited(pod.container)
             return status, read_cri_log(pod.log)
         finally:
             remove_pod(self.client, pod.sandbox)
+
+    def never_runs(self, name: str, env: dict[str, str]) -> str:
+        """Create and start an env-file container (with the guard) as kubelet does; assert it never ran its
+        process (created, start refused, never Running, nothing on stdout) and return the start's error."""
+        client = self.client
+        logs = self.tmp_path / f"pod-logs-{name}"
+        config = client.sandbox_config(name, logs, {})
+        sandbox = client.run_pod_sandbox(config, "")
+        try:
+            container = client.create_container(
+                sandbox,
+                config,
+                name=name,
+                image=CONTAINERD_IMAGE,
+                command=["/bin/echo", "ran"],
+                env=env,
+                log_path=f"{name}.log",
+                cdi_devices=(GUARD,),
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                client.start_container(container)
+            status = client.container_status(container)
+            assert status.state != client.pb.CONTAINER_RUNNING
+            assert status.started_at == 0, status
+            log = logs / f"{name}.log"
+            assert not log.exists() or read_cri_log(log) == []
+            return refused.value.details() or ""
+        finally:
+            remove_pod(client, sandbox)
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +259,7 @@ def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
-    """containerd 2.x with NRI, the backstop in the runc base spec, a hook config using the stand-in cli;
+    """containerd 2.x with NRI, the guard's CDI spec, a hook config using the stand-in cli;
     in CDI mode when parametrized with "cdi"."""
     assert BINARIES is not None
     device_mode = getattr(request, "param", "legacy")
@@ -249,13 +276,11 @@ def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) ->
         f'[gpu-env.cdi]\nspec-dirs = ["{tmp_path / "cdi"}"]\nspec-cache = "{tmp_path / "spec-cache"}"\n'
     )
     write_cdi_spec(tmp_path / "cdi")
-    ctr = str(BINARIES / "ctr") if (BINARIES / "ctr").exists() else shutil.which("ctr") or "ctr"
-    base_spec = tmp_path / "base-spec.json"
-    base_spec.write_text(json.dumps(base_spec_with_backstop(ctr, hook_config)))
+    write_guard_spec(tmp_path / "cdi")
     tree = tmp_path / "node"
     (tree / "etc/containerd").mkdir(parents=True)
     (tree / "etc/containerd/config.toml").write_text(
-        containerd_config(tmp_path / "nri.sock", base_spec, tmp_path / "cdi")
+        containerd_config(tmp_path / "nri.sock", tmp_path / "cdi")
     )
     with running(tree, tmp_path / "daemon", binaries=BINARIES) as daemon:
         daemon.import_image(image_archive)
@@ -293,9 +318,9 @@ def save_record(current: Node) -> None:
 
 
 def test_env_file_reaches_the_process_and_the_cli_runs_once(node: Node) -> None:
-    """Legacy mode: the process sees the file's variables (and no longer the variable naming it), the
-    stand-in cli is called once with the file's devices; a container without an env file is untouched; a
-    file pinned to another pod is refused at CreateContainer with our one line."""
+    """Legacy mode: the process sees the file's variables (and no longer the variable naming it), the guard's
+    mount is gone, the stand-in cli is called once with the file's devices; a container without an env file
+    is untouched; a file pinned to another pod is refused at CreateContainer with our one line."""
     pinned = write_env_file("pod-a.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-a\n")
     other = write_env_file("pod-b.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-someone-else\n")
     node.start_plugin(record=bool(os.environ.get("GPU_ENV_HOOK_NRI_RECORD")))
@@ -306,11 +331,12 @@ def test_env_file_reaches_the_process_and_the_cli_runs_once(node: Node) -> None:
     assert not any(line.startswith(("NVIDIA_", "USER_CUSTOM_ENV")) for line in stdout)
     assert node.cli_calls() == []
 
-    status, stdout = node.run("gpu-a", {VAR: str(pinned)})
+    status, stdout = node.run("gpu-a", {VAR: str(pinned)}, ["/bin/sh", "-c", "env; cat /proc/self/mounts"])
     assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
     assert "NVIDIA_VISIBLE_DEVICES=1,2" in stdout
     assert "USER_CUSTOM_ENV=hello" in stdout
-    assert f"{VAR}=" in stdout  # set empty: handled (the backstop lets it through)
+    assert f"{VAR}=" in stdout  # set empty: handled
+    assert not any(paths.ENV_FILE_GUARD_TARGET in line for line in stdout)
     calls = node.cli_calls()
     assert len(calls) == 1
     assert "--device=1,2" in calls[0]["argv"]
@@ -360,33 +386,55 @@ def test_pod_annotations_cannot_forge_the_identity(node: Node) -> None:
                 command=["/bin/env"],
                 env={VAR: str(victim)},
                 log_path="attacker.log",
+                cdi_devices=(GUARD,),
             )
         assert "is pinned to another pod" in (refused.value.details() or "")
     finally:
         remove_pod(client, sandbox)
 
 
-def test_plugin_stopped_env_file_container_never_runs_others_do(node: Node) -> None:
-    """With the plugin stopped (and so never called), an env-file container is refused by the backstop
-    hook and never Running without its variables, while a container without an env file starts."""
-    env_file = write_env_file("pod-c.env", ENV_FILE)
-    node.start_plugin()
-    node.stop_plugin()
+def assert_plain_runs(node: Node) -> None:
+    """A container without an env file (and without the guard) starts and runs."""
     status, stdout = node.run("plain", {"FROM_CRI": "yes"})
     assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
     assert "FROM_CRI=yes" in stdout
-    with pytest.raises(grpc.RpcError) as refused:
-        node.run("gpu-c", {VAR: str(env_file)})
-    details = refused.value.details() or ""
-    assert f"env file '{env_file}': not handled by the NRI plugin" in details
+
+
+def test_plugin_never_started_env_file_container_never_runs_others_do(node: Node) -> None:
+    """No plugin ever registered: the env-file container is created but its start fails on the guard's
+    mount (runc: no such file or directory) and it never runs; a plain container runs; nothing of ours
+    ran (no cli call)."""
+    env_file = write_env_file("pod-n.env", ENV_FILE)
+    details = node.never_runs("gpu-n", {VAR: str(env_file)})
+    assert GUARD_FAILED in details, details
+    assert_plain_runs(node)
     assert node.cli_calls() == []
+
+
+def test_plugin_killed_env_file_container_never_runs_others_do(node: Node) -> None:
+    """The plugin killed (SIGKILL, no goodbye): containerd creates without it; the env-file container never
+    runs, a plain container does; the plugin started again applies the file."""
+    env_file = write_env_file("pod-c.env", ENV_FILE)
+    node.start_plugin()
+    assert node.plugin is not None
+    node.plugin.kill()
+    node.plugin.wait(timeout=10)
+    node.plugin = None
+    details = node.never_runs("gpu-c", {VAR: str(env_file)})
+    assert GUARD_FAILED in details, details
+    assert_plain_runs(node)
+    assert node.cli_calls() == []
+    node.start_plugin()
+    status, stdout = node.run("gpu-c", {VAR: str(env_file)})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout
 
 
 def test_plugin_past_the_timeout_env_file_container_never_runs_others_do(node: Node) -> None:
     """A plugin that does not answer (stopped with SIGSTOP) past containerd's 2 s request timeout: the
-    env-file container is never Running without its variables (its creation fails, or the backstop refuses
-    it once containerd dropped the plugin), a container without an env file starts; once the plugin runs
-    again it reconnects and the env file is honoured."""
+    env-file container never runs (its creation fails on the timeout, or, once containerd dropped the
+    plugin, its start fails on the guard's mount); containerd keeps serving plain containers; once the
+    plugin runs again it reconnects and the env file is honoured."""
     env_file = write_env_file("pod-e.env", ENV_FILE)
     node.start_plugin()
     assert node.plugin is not None
@@ -397,14 +445,10 @@ def test_plugin_past_the_timeout_env_file_container_never_runs_others_do(node: N
             node.run("gpu-e", {VAR: str(env_file)})
         assert time.monotonic() - started >= 2.0
         details = refused.value.details() or ""
-        assert "10-gpu-env-hook" in details or "not handled by the NRI plugin" in details, details
-        status, stdout = node.run("plain", {"FROM_CRI": "yes"})
-        assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
-        with pytest.raises(grpc.RpcError) as refused_again:
-            node.run("gpu-e", {VAR: str(env_file)})
-        assert f"env file '{env_file}': not handled by the NRI plugin" in (
-            refused_again.value.details() or ""
-        )
+        assert "10-gpu-env-hook" in details or GUARD_FAILED in details, details
+        assert_plain_runs(node)
+        details = node.never_runs("gpu-e", {VAR: str(env_file)})
+        assert GUARD_FAILED in details, details
     finally:
         os.kill(node.plugin.pid, signal.SIGCONT)
     deadline = time.monotonic() + 30

@@ -16,6 +16,9 @@ from busybox import make_runc_bundle, unique_id
 from envfile_comment_quote import comment_quote_file, hidden_line
 from runc_hooks import load_record, write_config
 
+from hook.install.guard import guard_document
+from hook.util import paths
+
 pytestmark = pytest.mark.integration
 
 MakeEnvFile = Callable[..., Path]
@@ -99,6 +102,40 @@ def test_run_through_shim_sees_env_file(setup: Setup, make_env_file: MakeEnvFile
     assert cli is not None, result.stderr
     assert "--device=0,1" in cli["argv"]
     assert cli["argv"][-1] == str(bundle / "rootfs")
+
+
+def test_the_guard_mount_stops_runc_unless_the_shim_applied_the_file(
+    setup: Setup, make_env_file: MakeEnvFile
+) -> None:
+    """The env-file guard's mount (as CDI puts it in config.json) makes runc itself fail (the source under
+    /proc cannot exist): the container never runs; through the shim, which applies the file, the mount is gone
+    and the container runs with the file's variables."""
+    env_file = make_env_file("USER_CUSTOM_ENV=hello\n")
+    bundle = make_runc_bundle(
+        setup.tmp / "guarded", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    spec = json.loads((bundle / "config.json").read_text())
+    [edit] = guard_document()["devices"][0]["containerEdits"]["mounts"]  # type: ignore[index]
+    spec.setdefault("mounts", []).append(
+        {
+            "destination": edit["containerPath"],
+            "source": edit["hostPath"],
+            "type": "bind",
+            "options": edit["options"],
+        }
+    )
+    (bundle / "config.json").write_text(json.dumps(spec))
+    direct = setup.runc("--root", str(setup.root), "run", "--bundle", str(bundle), setup.new_id("guard-runc"))
+    assert direct.returncode != 0
+    assert f"{paths.ENV_FILE_GUARD_SOURCE}: no such file or directory" in direct.stderr
+    assert "USER_CUSTOM_ENV=hello" not in direct.stdout
+    shimmed = setup.shim(
+        "--root", str(setup.root), "run", "--bundle", str(bundle), setup.new_id("guard-shim")
+    )
+    assert shimmed.returncode == 0, shimmed.stderr
+    assert "USER_CUSTOM_ENV=hello" in shimmed.stdout.splitlines()
+    edited = json.loads((bundle / "config.json").read_text())
+    assert paths.ENV_FILE_GUARD_TARGET not in [entry["destination"] for entry in edited["mounts"]]
 
 
 def test_run_bundle_from_cwd(setup: Setup, make_env_file: MakeEnvFile) -> None:

@@ -117,7 +117,7 @@ def test_help_before_a_stage_keeps_go_usage_on_stderr() -> None:
         *(pytest.param(["help", stage], id=f"help-{stage}") for stage in ENGINE_COMMANDS),
         pytest.param(["nri", "/run/nri.sock", "-help"], id="nri-socket-go-help"),
         pytest.param(["-config", "/nonexistent.toml", "prestart", "--h"], id="prestart-flags-go-h"),
-        pytest.param(["nri-backstop", "extra", "--help"], id="nri-backstop-later-help"),
+        pytest.param(["nri", "extra", "--help"], id="nri-later-help"),
     ],
 )
 def test_help_after_an_engine_command_prints_usage(args: list[str]) -> None:

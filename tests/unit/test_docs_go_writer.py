@@ -8,6 +8,7 @@ CI installs golang-go (.ci/run); without Go the test is skipped and says so.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from conftest import REPO, env_settings
 
 from hook.producer.envfile import check_env_file
-from hook.producer.namekey import env_file_path, key_path, load_key
+from hook.producer.namekey import allocate_answer, env_file_path, key_path, load_key
 
 WRITER = REPO / "docs" / "examples" / "go-env-file-writer" / "main.go"
 VALUES = {
@@ -138,4 +139,16 @@ def test_go_writer_refuses_what_the_hook_refuses(tmp_path: Path, key: str) -> No
     proc = run_writer(tmp_path, "-pod-uid", "pod-1", "gpu-0", "--", f"{key}=x")
     assert proc.returncode == 1
     assert f'go-env-file-writer: key "{key}" is not accepted' in proc.stderr
+    assert list((tmp_path / "nvidia-env").iterdir()) == []
+
+
+def test_go_writer_allocate_answer_is_the_python_apis(tmp_path: Path) -> None:
+    """-allocate prints what Allocate returns (docs/env-file.md, "The Allocate answer"): the variable naming
+    the file at the path the hook's producer computes, and the env-file guard's CDI device; it writes
+    nothing."""
+    proc = run_writer(tmp_path, "-allocate", "fake1", "fake0")
+    assert proc.returncode == 0, proc.stderr
+    answer = allocate_answer(["fake0", "fake1"], str(tmp_path / "nvidia-env"))
+    assert json.loads(proc.stdout) == {"envs": answer.envs, "cdiDevices": list(answer.cdi_devices)}
+    assert answer.cdi_devices == ("gpu-env-hook.io/env-file=required",)
     assert list((tmp_path / "nvidia-env").iterdir()) == []

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from hook.commands.cli import build_app
 from hook.commands.doctor import Check, check_isolated, check_nri, check_pod_binding, run_checks
+from hook.install.guard import guard_spec
 from hook.pipeline.config import parse_config
 from hook.util import paths
 
@@ -85,6 +86,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         f"isolated {paths.HOOK_WRAPPER}",
         "pod binding",
         "NRI plugin",
+        "env-file guard",
         "NVIDIA hooks.d entry",
         "NVIDIA runtime mode",
         "hooks.d executables",
@@ -106,6 +108,7 @@ def test_good_tree_passes_every_check(good_tree: Path) -> None:
         None,
         None,
         True,
+        None,
         None,
         None,
         True,
@@ -181,6 +184,28 @@ def add_dead_containerd_dropin(root: Path) -> None:
     """Install containerd with the handler in a drop-in that no imports line loads."""
     add_registered_containerd(root)
     put(root, paths.CONTAINERD_CONFIG, "version = 2\n")
+
+
+def add_guarded_containerd(root: Path) -> None:
+    """containerd registered, and the env-file guard's spec as install writes it."""
+    add_registered_containerd(root)
+    put(root, paths.ENV_FILE_GUARD_SPEC, guard_spec().decode())
+
+
+def add_guard_cdi_off(root: Path) -> None:
+    """The guard's spec in place, but containerd's config switches CDI off."""
+    add_guarded_containerd(root)
+    put(
+        root,
+        paths.CONTAINERD_CONFIG,
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_cdi = false\n',
+    )
+
+
+def add_guard_changed(root: Path) -> None:
+    """The guard's spec with its mount's source changed (a path that could exist)."""
+    add_guarded_containerd(root)
+    put(root, paths.ENV_FILE_GUARD_SPEC, guard_spec().decode().replace("/proc/", "/tmp/"))
 
 
 def bad_config(root: Path) -> None:
@@ -277,6 +302,36 @@ def remove_cli(root: Path) -> None:
             id="containerd-handler-only-in-a-dead-dropin",
         ),
         pytest.param(
+            add_registered_containerd,
+            "env-file guard",
+            False,
+            f"{paths.ENV_FILE_GUARD_SPEC}: missing (install writes it; a device plugin naming the device fails "
+            "every container)",
+            id="guard-missing",
+        ),
+        pytest.param(
+            add_guarded_containerd,
+            "env-file guard",
+            True,
+            f"{paths.ENV_FILE_GUARD_SPEC} in place: a container given {paths.ENV_FILE_GUARD_DEVICE} starts only "
+            "once the NRI plugin or gpu-env-runtime applied its env file",
+            id="guard-in-place",
+        ),
+        pytest.param(
+            add_guard_changed,
+            "env-file guard",
+            False,
+            f"{paths.ENV_FILE_GUARD_SPEC}: not the spec install writes (re-run install)",
+            id="guard-changed",
+        ),
+        pytest.param(
+            add_guard_cdi_off,
+            "env-file guard",
+            False,
+            f"{paths.CONTAINERD_CONFIG}: enable_cdi = false in [plugins.'io.containerd.grpc.v1.cri']",
+            id="guard-cdi-off",
+        ),
+        pytest.param(
             remove_cli,
             "nvidia-container-cli",
             False,
@@ -301,7 +356,7 @@ def test_bad_config_fails_and_the_other_checks_still_run(good_tree: Path) -> Non
     checks = run_checks(root=str(good_tree), config=None, environ={})
     assert checks[0].ok is False
     assert checks[0].detail.endswith("disable-require must be a boolean, got a string")
-    assert len(checks) == 21
+    assert len(checks) == 22
 
 
 def test_doctor_exits_one_when_a_check_fails(good_tree: Path) -> None:

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tomllib
@@ -28,6 +29,7 @@ from hook.install import (
     write_install,
     write_uninstall,
 )
+from hook.install.guard import guard_problem, guard_spec
 from hook.install.schema import validate_document
 from hook.launcher import build_code
 from hook.util import paths
@@ -131,13 +133,19 @@ def install(node: Path) -> Install:
                 paths.runtime_wrapper("crio"),
                 "/usr/share/containers/oci/hooks.d/gpu-env-hook.json",
                 "/etc/crio/crio.conf.d/99-gpu-env-hook.conf",
+                paths.ENV_FILE_GUARD_SPEC,
             },
             id="crio-hook-json-and-dropin",
         ),
         pytest.param(
             "containerd",
             {},
-            {paths.HOOK_WRAPPER, paths.runtime_wrapper("containerd"), paths.CONTAINERD_CONFIG},
+            {
+                paths.HOOK_WRAPPER,
+                paths.runtime_wrapper("containerd"),
+                paths.CONTAINERD_CONFIG,
+                paths.ENV_FILE_GUARD_SPEC,
+            },
             id="containerd-main-config",
         ),
         pytest.param(
@@ -165,6 +173,29 @@ def test_install_writes_the_engines_files(
     for path in expected:
         assert Path(rooted(str(node), path)).is_file()
     assert validate_document(manifest, "install-manifest") == []
+
+
+def test_the_env_file_guard_is_written_root_owned_and_removed(node: Path, install: Install) -> None:
+    """containerd and CRI-O get the env-file guard's CDI spec, 0644, the bytes hook.install.guard makes (the
+    one spec a device plugin's device names); doctor's check passes on it; uninstall of the last engine that
+    installed it removes it, and doctor says so."""
+    install("containerd")
+    install("crio")
+    where = Path(rooted(str(node), paths.ENV_FILE_GUARD_SPEC))
+    assert where.read_bytes() == guard_spec()
+    assert stat.S_IMODE(where.stat().st_mode) == 0o644
+    owner_problem = f"{paths.ENV_FILE_GUARD_SPEC}: must be root-owned and not group- or world-writable"
+    assert guard_problem(str(node)) == ("" if os.geteuid() == 0 else owner_problem)
+    assert "kept " + str(where) + ": also installed for --engine crio" in write_uninstall(
+        "containerd", str(node)
+    )
+    assert where.exists()
+    assert f"remove {where}" in write_uninstall("crio", str(node))
+    assert not where.exists()
+    assert guard_problem(str(node)) == (
+        f"{paths.ENV_FILE_GUARD_SPEC}: missing (install writes it; a device plugin naming the device fails "
+        "every container)"
+    )
 
 
 def test_hook_json_is_written_last(install: Install) -> None:

@@ -86,8 +86,7 @@ def test_containerd_1_7_gets_nri_switched_on_and_uninstall_restores_bytes(tmp_pa
     assert "Restart=always\n" in unit
     assert (
         "next: start the NRI plugin: systemctl daemon-reload && systemctl enable --now gpu-env-hook-nri "
-        f"(written to {node}{UNIT_PATH}); the backstop (gpu-env-hook nri-backstop in a base_runtime_spec) is "
-        "set by hand, see docs/nri.md"
+        f"(written to {node}{UNIT_PATH})"
     ) in lines
     after = write_uninstall("containerd", str(node))
     assert (node / MAIN.lstrip("/")).read_text() == V2

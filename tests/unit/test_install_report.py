@@ -41,8 +41,7 @@ DOCKER_AFTER = (
 )
 NRI_START = (
     "next: start the NRI plugin: systemctl daemon-reload && systemctl enable --now gpu-env-hook-nri (written to "
-    "{root}/etc/systemd/system/gpu-env-hook-nri.service); the backstop (gpu-env-hook nri-backstop in a "
-    "base_runtime_spec) is set by hand, see docs/nri.md"
+    "{root}/etc/systemd/system/gpu-env-hook-nri.service)"
 )
 NRI_STOP = (
     "next: systemctl stop gpu-env-hook-nri; systemctl daemon-reload (the NRI plugin's unit file is gone; stop "

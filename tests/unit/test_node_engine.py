@@ -98,7 +98,11 @@ def test_python_example_checks_against_the_installed_engine() -> None:
     """docs/env-file.md's Python example: check_env_file(path, pod_uid=...) with no settings passes on a
     node where install recorded containerd (the file pinned to pod and container)."""
     code = doc_block("docs/env-file.md", "### From Python", "python")
-    code = f"pod_uid = {POD_UID!r}\n{code}\nassert report.ok, report.steps\nprint('ok')\n"
+    code = (
+        f"pod_uid = {POD_UID!r}\n{code}\nassert report.ok, report.steps\n"
+        "assert answer.envs == {'NVIDIA_ENV_FROM_FILE': path}, answer.envs\n"
+        "assert answer.cdi_devices == ('gpu-env-hook.io/env-file=required',)\nprint('ok')\n"
+    )
     proc = in_node([PYTHON, "-c", code], record="containerd")
     assert (proc.returncode, proc.stdout) == (0, "ok\n"), proc.stderr
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, MakeBundle, MakeConfig, RunHook
+from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 from record_helpers import replaced
@@ -208,6 +208,9 @@ def test_legacy_mode_merges_and_adds_our_hook_with_the_decision(tmp_path: Path) 
     assert list(hook.env) == ["PATH=/usr/bin"]
     assert hook.timeout.value == 60
     assert not adjust.CDI_devices
+    assert [(mount.destination, mount.source) for mount in adjust.mounts] == [
+        ("-/run/gpu-env-hook/env-file-not-applied", "")
+    ]
 
 
 def test_pin_is_checked_against_the_pod_and_container_nri_names(tmp_path: Path) -> None:
@@ -325,6 +328,7 @@ def test_missing_file_ignored_still_marks_the_container_handled(tmp_path: Path) 
     assert adjust is not None
     assert env_of(adjust) == [(VAR, "")]
     assert not adjust.hooks.prestart
+    assert [mount.destination for mount in adjust.mounts] == ["-/run/gpu-env-hook/env-file-not-applied"]
 
 
 @pytest.mark.parametrize(
@@ -347,16 +351,6 @@ def test_no_second_gpu_hook(tmp_path: Path, hooks: nri_pb2.Hooks) -> None:
     assert adjust is not None
     assert not adjust.hooks.prestart
     assert ("NVIDIA_VISIBLE_DEVICES", "0") in env_of(adjust)
-
-
-def test_the_backstop_is_not_a_gpu_hook(tmp_path: Path) -> None:
-    """The backstop hook (from the runtime's base spec) runs our code but is no GPU hook: ours is added."""
-    path = write_env_file(tmp_path, "NVIDIA_VISIBLE_DEVICES=0\n")
-    backstop = nri_pb2.Hook(path=sys.executable, args=[sys.executable, "-I", "-m", "hook", "nri-backstop"])
-    hooks = nri_pb2.Hooks(create_runtime=[backstop])
-    adjust = adjust_container(POD, container([f"{VAR}={path}"], hooks=hooks), make_context(tmp_path))
-    assert adjust is not None
-    assert len(adjust.hooks.prestart) == 1
 
 
 def write_cdi_specs(tmp_path: Path) -> Path:
@@ -482,48 +476,6 @@ def test_cdi_devices_checked_before_any_is_named(
 def test_cdi_names_applied(name: str, version: str, expected: bool) -> None:
     """The runtime name and version from Configure decide whether CDI names are applied."""
     assert cdi_names_applied(name, version) is expected
-
-
-# --- the backstop hook ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("env", "refused"),
-    [
-        pytest.param(["PATH=/bin"], False, id="no-env-file"),
-        pytest.param(["PATH=/bin", f"{VAR}="], False, id="handled-variable-set-empty"),
-        pytest.param(["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"], False, id="variable-removed"),
-        pytest.param(["A=mentions NVIDIA_ENV_FROM_FILE in a value"], False, id="name-only-in-a-value"),
-        pytest.param(["PATH=/bin", f"{VAR}=/run/nvidia-env/a.env"], True, id="unhandled"),
-    ],
-)
-def test_backstop_refuses_only_an_unhandled_env_file(
-    make_bundle: MakeBundle, run_hook: RunHook, env: list[str], refused: bool
-) -> None:
-    """The backstop hook stops a container that still names an env file (the plugin was not there); any
-    other container passes; config.json is never changed."""
-    bundle = make_bundle(env)
-    run = run_hook(bundle, command="nri-backstop")
-    assert run.spec_after == run.spec_before
-    assert run.record is None
-    if refused:
-        assert run.returncode == 1
-        assert run.stderr == (
-            "env file '/run/nvidia-env/a.env': not handled by the NRI plugin (is `gpu-env-hook nri` "
-            "running?); the container is not started without its variables\n"
-        )
-    else:
-        assert (run.returncode, run.stderr) == (0, "")
-
-
-def test_backstop_follows_a_renamed_variable(
-    make_bundle: MakeBundle, make_config: MakeConfig, run_hook: RunHook
-) -> None:
-    """[env-file] variable names the variable the backstop looks for."""
-    config = make_config('[env-file]\nvariable = "MY_GPU_FILE"\n', standin=False)
-    run = run_hook(make_bundle(["MY_GPU_FILE=/x/a.env"]), config=config, command="nri-backstop")
-    assert run.returncode == 1
-    assert run.stderr.startswith("env file '/x/a.env': not handled by the NRI plugin")
 
 
 # --- the socket ------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from hook.stages.shim import (
     resolve_runtime,
     resolve_spec,
 )
+from hook.util import paths
 from hook.util.errors import EnvFileError, ExecError, HookError
 from hook.util.paths import FIXED_PATH
 
@@ -532,6 +533,39 @@ def test_resolve_spec_pinned_file_passes_unprivileged_gate(
         "args": ["/py", "-I", "-m", "hook", "-env-file-merged=pinned:NVIDIA_VISIBLE_DEVICES", "prestart"],
     }
     assert edited["hooks"] == {"prestart": [{**handed_off, "timeout": DEFAULT_HOOK_TIMEOUT}]}
+
+
+GUARD_MOUNT = {
+    "destination": paths.ENV_FILE_GUARD_TARGET,
+    "type": "bind",
+    "source": paths.ENV_FILE_GUARD_SOURCE,
+    "options": ["bind", "ro"],
+}
+OTHER_MOUNT = {"destination": "/data", "type": "bind", "source": "/srv/data", "options": ["rbind"]}
+
+
+@pytest.mark.parametrize(
+    ("env", "guard_kept"),
+    [
+        pytest.param(["NVIDIA_ENV_FROM_FILE={file}"], False, id="file-applied-guard-goes"),
+        pytest.param(["NVIDIA_VISIBLE_DEVICES=0"], True, id="no-file-guard-stays"),
+    ],
+)
+def test_resolve_spec_removes_the_guard_only_with_the_file(
+    make_bundle: MakeBundle,
+    make_config: MakeConfig,
+    make_env_file: MakeEnvFile,
+    env: list[str],
+    guard_kept: bool,
+) -> None:
+    """The env-file guard's mount (the CDI device a device plugin names next to the file) goes when the shim
+    applies the file, and only then; every other mount stays as it was."""
+    path = make_env_file("NVIDIA_VISIBLE_DEVICES=0\n")
+    document = spec_of(make_bundle([entry.replace("{file}", str(path)) for entry in env]))
+    document["mounts"] = [OTHER_MOUNT, GUARD_MOUNT]
+    edited = resolve_spec(document, env_config(make_config, path.parent), source="c.toml", hook=HOOK)
+    assert edited is not None
+    assert edited["mounts"] == ([OTHER_MOUNT, GUARD_MOUNT] if guard_kept else [OTHER_MOUNT])
 
 
 def test_resolve_spec_refused_file(

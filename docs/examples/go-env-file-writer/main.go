@@ -3,19 +3,22 @@
 //
 //	go run main.go -dir /run/nvidia-env [-key FILE] (-pod-uid UID | -pod-namespace NS -pod-name NAME)
 //	    [-container NAME] DEVICE_ID... -- KEY=VALUE...
+//	go run main.go -dir /run/nvidia-env [-key FILE] -allocate DEVICE_ID...
 //
 // Flags may also come after (or between) the device ids. Keys the hook refuses are refused here too.
 //
 // It prints the file's path (the same for any order of the device ids: HMAC-SHA256 under the node's naming
 // key, which gpu-env-hook creates on first use at /var/lib/gpu-env-hook/alloc.key), then writes the file
 // atomically: a temporary file in the same directory, mode 0600, fsync, rename over the final name, fsync of
-// the directory. Run it as root: the hook accepts only root-owned files, and the key is root's.
+// the directory. Run it as root: the hook accepts only root-owned files, and the key is root's. With
+// -allocate it writes nothing and prints, as JSON, what Allocate returns for the device ids (AllocateAnswer).
 package main
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +28,25 @@ import (
 	"sort"
 	"strings"
 )
+
+// GuardDevice is the CDI device that keeps a container from running until its env file was applied (the NRI
+// plugin or the runtime shim removes its mount; gpu-env-hook install writes its spec): docs/nri.md.
+const GuardDevice = "gpu-env-hook.io/env-file=required"
+
+// AllocateAnswer returns what Allocate answers for a container given deviceIDs: the variable naming its env
+// file, and the guard's CDI device. In a device plugin (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1):
+//
+//	resp := &pluginapi.ContainerAllocateResponse{Envs: envs}
+//	for _, name := range cdiDevices {
+//		resp.CDIDevices = append(resp.CDIDevices, &pluginapi.CDIDevice{Name: name})
+//	}
+func AllocateAnswer(key []byte, dir string, deviceIDs []string) (envs map[string]string, cdiDevices []string, err error) {
+	name, err := EnvFileName(key, deviceIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]string{"NVIDIA_ENV_FROM_FILE": filepath.Join(dir, name)}, []string{GuardDevice}, nil
+}
 
 // keyPattern is the only key shape the hook accepts.
 var keyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -198,6 +220,7 @@ func main() {
 	podNamespace := flag.String("pod-namespace", "", "pin the file to the pod of this namespace...")
 	podName := flag.String("pod-name", "", "...and this name")
 	container := flag.String("container", "", "pin the file to this container name too")
+	allocate := flag.Bool("allocate", false, "print Allocate's answer (envs, CDI devices) as JSON; write nothing")
 	var ids, assignments []string
 	head := os.Args[1:]
 	for i, arg := range head {
@@ -227,6 +250,15 @@ func main() {
 	key, err := ReadKey(*keyPath)
 	if err != nil {
 		fail(err)
+	}
+	if *allocate {
+		envs, cdiDevices, err := AllocateAnswer(key, *dir, ids)
+		if err != nil {
+			fail(err)
+		}
+		answer, _ := json.Marshal(map[string]any{"envs": envs, "cdiDevices": cdiDevices})
+		fmt.Println(string(answer))
+		return
 	}
 	name, err := EnvFileName(key, ids)
 	if err != nil {
