@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -281,3 +282,60 @@ def test_image_refuses_a_node_it_cannot_serve_in_one_line(
         finally:
             pod.remove()
         assert snapshot(node) == before
+
+
+def manifest_mounts(node: Path) -> tuple[str, ...]:
+    """The DaemonSet container's volume mounts but the node's / (Pod adds it), as podman --volume arguments
+    with each hostPath under the node root (a DirectoryOrCreate one created, as kubelet does)."""
+    import yaml
+
+    documents = yaml.safe_load_all((REPO / "packaging/kubernetes/gpu-env-hook.yaml").read_text())
+    spec = next(doc for doc in documents if doc and doc["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume["hostPath"] for volume in spec["volumes"]}
+    found = []
+    for mount in spec["containers"][0]["volumeMounts"]:
+        host = volumes[mount["name"]]
+        if host["path"] == "/":
+            continue
+        source = node / host["path"].lstrip("/")
+        if host.get("type") == "DirectoryOrCreate":
+            source.mkdir(parents=True, exist_ok=True)
+        found.append(f"{source}:{mount['mountPath']}{':ro' if mount.get('readOnly') else ''}")
+    return tuple(found)
+
+
+def test_producer_commands_in_the_pod_write_the_nodes_files(
+    image: str, debian_root_tar: Path, tmp_path: Path
+) -> None:
+    """What the manifest's comment promises: in the pod (its mounts as the manifest sets them), `env-file
+    path|write` and `cdi alloc write` use the node's naming key and write into the node's /run/nvidia-env and
+    /var/run/cdi, reading the node's /etc/cdi."""
+    node = debian_node(debian_root_tar, tmp_path / "node")
+    device = {"name": "0", "containerEdits": {"env": ["GPU=0"]}}
+    spec = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [device]}
+    (node / "etc/cdi").mkdir(parents=True)
+    (node / "etc/cdi/nvidia.json").write_text(json.dumps(spec))
+    with cri_socket(node, "run/containerd/containerd.sock"):
+        pod = Pod(image, node, "install", mounts=manifest_mounts(node))
+        try:
+            running, logs = pod.wait_ready()
+            assert running, logs
+
+            def run(*args: str) -> str:
+                done = podman("exec", pod.name, "gpu-env-hook", *args, check=False)
+                assert (done.returncode, done.stderr) == (0, ""), done.stdout
+                return done.stdout
+
+            path = run("env-file", "path", "fake0", "fake1").strip()
+            run("env-file", "write", path, "NVIDIA_VISIBLE_DEVICES=0", "--pod-uid", "uid-1")
+            run("cdi", "alloc", "write", "--id", "fake0", "--device", "0", "--pod-uid", "uid-1")
+        finally:
+            pod.remove()
+    key = node / "var/lib/gpu-env-hook/alloc.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    written = node / path.lstrip("/")
+    assert path.startswith("/run/nvidia-env/")
+    assert 'NVIDIA_VISIBLE_DEVICES="0"' in written.read_text().splitlines()
+    assert [entry.name for entry in (node / "run/cdi").iterdir()], (
+        "no allocation spec in the node's /var/run/cdi"
+    )

@@ -205,6 +205,33 @@ def test_pod_mounts_the_naming_key(container: dict[str, Any], pod: dict[str, Any
     assert volumes["name-key"] == {"path": directory, "type": "DirectoryOrCreate"}
 
 
+def test_pod_sees_every_node_path_a_producer_command_uses(
+    container: dict[str, Any], pod: dict[str, Any]
+) -> None:
+    """What the manifest's comment promises: producer commands run in the pod act on the node's naming key,
+    env files, CDI specs and allocation specs at their node paths (a node mount at the same path holds each:
+    /var/run is /run in the image and on the node)."""
+    from hook.pipeline.config import parse_config
+    from hook.producer.alloc import DEFAULT_DIRECTORY
+    from hook.producer.namekey import DEFAULT_PATH
+
+    settings = parse_config(None)
+    volumes = {volume["name"]: volume["hostPath"]["path"] for volume in pod["volumes"]}
+    node_mounts = [
+        mount["mountPath"]
+        for mount in container["volumeMounts"]
+        if volumes[mount["name"]] == mount["mountPath"] != "/"
+    ]
+    used = [DEFAULT_PATH, *settings.env_file.directories, DEFAULT_DIRECTORY, *settings.cdi.spec_dirs]
+    for path in used:
+        node_path = re.sub(r"^/var/run/", "/run/", path)
+        assert any(f"{node_path}/".startswith(mount + "/") for mount in node_mounts), (path, node_mounts)
+    writable = [mount["mountPath"] for mount in container["volumeMounts"] if not mount.get("readOnly")]
+    assert "/run" in writable  # env files and allocation specs are written there
+    (run,) = (mount for mount in container["volumeMounts"] if mount["mountPath"] == "/run")
+    assert run.get("mountPropagation") == "HostToContainer"  # the pod keeps none of the node's unmounts
+
+
 def test_make_image_needs_only_what_it_uses(tmp_path: Path) -> None:
     """`make image` installs no test toolchain (.ci/run): without a .venv it makes a build venv with pip and
     setuptools only; and it refuses in one line, before anything, where podman or mmdebstrap is missing."""
