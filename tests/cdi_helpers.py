@@ -116,3 +116,89 @@ def write_spec(directory: Path, name: str, spec: dict[str, Any]) -> Path:
     else:
         path.write_text(json.dumps(spec, indent=2))
     return path
+
+
+# A string standing for a secret: what a spec path that is a symlink to a root-only file would hold.
+SECRET = "s3cret-7f3a9c"  # noqa: S105 - a marker, not a credential
+
+
+def write_secret_specs(directory: Path, outside: Path) -> list[tuple[str, str]]:
+    """Write into ``directory`` specs whose decoded keys and values hold ``SECRET`` where a refusal would
+    quote them (an unknown field, a device name, a variable, a hook name, a kind, a version, a repeated
+    key), among them two symlinks to root-only files in ``outside`` (a secret that is no spec at all); return
+    each file's name and the reason a container's start gives for skipping it, which names the field and
+    its position and nothing of the content (in the order the registry reads them)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    outside.mkdir(parents=True, exist_ok=True)
+    for name, text in (
+        ("token.json", json.dumps({f"{SECRET}-key": f"{SECRET}-value"})),
+        ("token.yaml", f"{SECRET}: 1\n"),
+    ):
+        target = outside / name
+        target.write_text(text)
+        target.chmod(0o600)
+        (directory / f"link-{name}").symlink_to(target)
+    edits = {"env": ["A=1"]}
+    specs: dict[str, dict[str, Any]] = {
+        "field.json": {
+            "cdiVersion": "0.3.0",
+            "kind": "x.com/gpu",
+            "devices": [{"name": "0", "containerEdits": {"env": ["A=1"], SECRET: []}}],
+        },
+        "hook.yaml": {
+            "cdiVersion": "0.3.0",
+            "kind": "x.com/gpu",
+            "devices": [
+                {"name": "d", "containerEdits": {"hooks": [{"hookName": SECRET, "path": "/bin/true"}]}}
+            ],
+        },
+        "kind.json": {
+            "cdiVersion": "0.3.0",
+            "kind": f"x.com/{SECRET}!",
+            "devices": [{"name": "d", "containerEdits": edits}],
+        },
+        "name.yaml": {
+            "cdiVersion": "0.3.0",
+            "kind": "x.com/gpu",
+            "devices": [{"name": f"{SECRET}!x", "containerEdits": edits}],
+        },
+        "start.json": {
+            "cdiVersion": "0.3.0",
+            "kind": "x.com/gpu",
+            "devices": [{"name": f"-{SECRET}", "containerEdits": edits}],
+        },
+        "variable.json": {
+            "cdiVersion": "0.3.0",
+            "kind": "x.com/gpu",
+            "devices": [{"name": "d", "containerEdits": {"env": ["A=1", SECRET]}}],
+        },
+        "version.yaml": {
+            "cdiVersion": SECRET,
+            "kind": "x.com/gpu",
+            "devices": [{"name": "d", "containerEdits": edits}],
+        },
+    }
+    for name, spec in specs.items():
+        write_spec(directory, name, spec)
+    (directory / "repeated.json").write_text(
+        '{"cdiVersion": "0.3.0", "annotations": {"' + SECRET + '": "1", "' + SECRET + '": "2"}}'
+    )
+    for path in directory.iterdir():
+        if not path.is_symlink():
+            path.chmod(0o644)
+    stages = "prestart, createRuntime, createContainer, startContainer, poststart, poststop"
+    return [
+        ("field.json", "devices[0].containerEdits has an unknown field (its field 2)"),
+        (
+            "hook.yaml",
+            f"devices[0].containerEdits.hooks[0].hookName: invalid hook name (want one of {stages})",
+        ),
+        ("kind.json", "kind: invalid class. should end with a letter or digit"),
+        ("link-token.json", "the spec has an unknown field (its field 1)"),
+        ("link-token.yaml", "the spec has an unknown field (its field 1)"),
+        ("name.yaml", f"devices[0].name: invalid character at index {len(SECRET)} in device name"),
+        ("repeated.json", "repeated field in annotations (its field 2)"),
+        ("start.json", "devices[0].name: invalid device name, should start with a letter or digit"),
+        ("variable.json", "devices[0].containerEdits.env[1]: invalid environment variable"),
+        ("version.yaml", "invalid version in cdiVersion"),
+    ]

@@ -87,6 +87,10 @@ _SPEC = {
     "devices": [_DEVICE],
     "containerEdits": _EDITS,
 }
+# Every field name of the spec: a path in a message shows these, and any other key only by its place.
+_FIELDS = frozenset(
+    key for table in (_NODE, _MOUNT, _HOOK, _RDT, _NET, _EDITS, _DEVICE, _SPEC) for key in table
+)
 _LIMITS = {_INT64: (-(2**63), 2**63 - 1), _UINT32: (0, 2**32 - 1), _INT: (-(2**63), 2**63 - 1)}
 _KIND_NAMES = {
     _STR: "a string",
@@ -127,7 +131,7 @@ class Spec:
 # --- decoding --------------------------------------------------------------------------------------------
 
 
-def decode_spec_text(text: str, *, yaml: bool, loader: type | None = None) -> object:
+def decode_spec_text(text: str, *, yaml: bool, loader: type | None = None, reveal: bool = False) -> object:
     """Decode a spec's text: JSON with the lean decoder, YAML (or JSON that only YAML reads) with PyYAML.
 
     The reference reads every spec with a YAML parser, of which JSON is a subset; a repeated key is an
@@ -135,23 +139,87 @@ def decode_spec_text(text: str, *, yaml: bool, loader: type | None = None) -> ob
     ``MAX_NESTING`` levels is refused (a valid spec needs six), and YAML anchors and aliases are read as the
     reference reads them, within a budget on the document they expand to (``MAX_EXPANDED_SIZE``: an alias
     bomb is refused unexpanded); the repeated-key check is linear. ``loader`` is the PyYAML loader class
-    (libyaml's ``CSafeLoader`` when PyYAML has it, else ``SafeLoader``).
+    (libyaml's ``CSafeLoader`` when PyYAML has it, else ``SafeLoader``). ``reveal``: a refusal may quote the
+    text (``cdi validate``); otherwise it names positions only (see ``build_spec``).
     """
     if not yaml:
         from hook.util.jsontext import decode
 
+        repeated: list[tuple[object, int, str]] = []
+
+        def unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+            document = dict(pairs)
+            if len(document) != len(pairs) and not repeated:
+                seen: set[str] = set()
+                for index, (key, _) in enumerate(pairs, 1):
+                    if key in seen:
+                        repeated.append((document, index, key))
+                        break
+                    seen.add(key)
+            return document
+
         try:
-            document = decode(text, object_pairs_hook=_unique_object)
-        except _DuplicateKeyError as err:
-            raise CdiError(f"repeated field {quote(err.key)}") from None
+            document = decode(text, object_pairs_hook=unique_object)
         except RecursionError:
             raise _too_deep() from None
         except ValueError:
             pass  # not JSON: perhaps YAML, as the reference would read it
         else:
             _check_depth(document)
+            if repeated:
+                raise _repeated(document, *repeated[0], children=_json_children, reveal=reveal)
             return document
-    return _decode_yaml(text, loader)
+    return _decode_yaml(text, loader, reveal)
+
+
+def _shown(value: object, reveal: bool) -> str:
+    """A value of the spec for a message: `` "value"`` (``quote``) when it may be shown, else nothing."""
+    return f" {quote(str(value))}" if reveal else ""
+
+
+def _repeated(
+    root: object, owner: object, index: int, key: str, *, children: "Any", reveal: bool
+) -> CdiError:
+    """The refusal of a key given twice: the path of the object holding it, the key's place there."""
+    where = _path_to(root, owner, children, reveal) or "the spec"
+    return CdiError(f"repeated field{_shown(key, reveal)} in {where} (its field {index})")
+
+
+def _path_to(root: object, target: object, children: "Any", reveal: bool) -> str:
+    """The JSON path (``devices[0].containerEdits``) of ``target`` (a decoded object, or a composed YAML
+    node) within ``root``; "" for the root itself. ``children(value)`` lists ``(key or None, child)``. A key
+    that is no field of the spec is shown by its place (``(field 2)``), unless ``reveal``. Walked without
+    recursion, each value once."""
+    seen: set[int] = set()
+    stack: list[tuple[object, str]] = [(root, "")]
+    while stack:
+        value, where = stack.pop()
+        if value is target:
+            return where
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        for index, (key, child) in enumerate(children(value)):
+            if key is None:
+                step = f"{where}[{index}]"
+            else:
+                step = _join(where, key if reveal or key in _FIELDS else f"(field {index + 1})")
+            stack.append((child, step))
+    return ""
+
+
+def _json_children(value: object) -> "list[tuple[str | None, object]]":
+    if isinstance(value, dict):
+        return [(str(key), item) for key, item in value.items()]
+    return [(None, item) for item in value] if isinstance(value, list) else []
+
+
+def _yaml_children(node: "Any") -> "list[tuple[str | None, object]]":
+    from yaml import MappingNode, ScalarNode, SequenceNode
+
+    if isinstance(node, MappingNode):
+        return [(key.value if isinstance(key, ScalarNode) else "", value) for key, value in node.value]
+    return [(None, item) for item in node.value] if isinstance(node, SequenceNode) else []
 
 
 def _too_deep() -> CdiError:
@@ -159,23 +227,13 @@ def _too_deep() -> CdiError:
 
 
 class _DuplicateKeyError(ValueError):
-    """A JSON object or YAML mapping names the same key twice."""
+    """A YAML mapping (``owner``) names the same key twice, the second time as its ``index``-th key."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, owner: object, index: int, key: str) -> None:
         super().__init__(key)
+        self.owner = owner
+        self.index = index
         self.key = key
-
-
-def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    """Build a JSON object, refusing a key that appears twice."""
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKeyError(key)
-            seen.add(key)
-    return document
 
 
 def _check_depth(document: object) -> None:
@@ -206,7 +264,7 @@ def yaml_loader() -> type:
     return loader
 
 
-def _decode_yaml(text: str, loader_class: type | None) -> object:
+def _decode_yaml(text: str, loader_class: type | None, reveal: bool) -> object:
     """Compose the YAML document, check its nodes (depth, expanded size, repeated keys), then construct it."""
     if loader_class is None:
         loader_class = yaml_loader()
@@ -220,7 +278,7 @@ def _decode_yaml(text: str, loader_class: type | None) -> object:
         _check_nodes(node)
         return loader.construct_document(node)
     except _DuplicateKeyError as err:
-        raise CdiError(f"repeated field {quote(err.key)}") from None
+        raise _repeated(node, err.owner, err.index, err.key, children=_yaml_children, reveal=reveal) from None
     except RecursionError:  # the pure-Python composer recurses once per level
         raise _too_deep() from None
     except yaml.MarkedYAMLError as err:
@@ -293,32 +351,38 @@ def _children(node: "Any") -> "list[Any]":
         return list(node.value)
     keys: set[tuple[str, str]] = set()
     items: list[Any] = []
-    for key, value in node.value:
+    for index, (key, value) in enumerate(node.value, 1):
         if not isinstance(key, ScalarNode):
             raise CdiError("a mapping key must be a string")
         if (key.tag, key.value) in keys:
-            raise _DuplicateKeyError(key.value)
+            raise _DuplicateKeyError(node, index, key.value)
         keys.add((key.tag, key.value))
         items += (key, value)
     return items
 
 
-def check_shape(value: object, shape: object, where: str) -> object:
-    """Type-check ``value`` against a shape (a kind, ``[shape]`` or a table); return it with nulls dropped."""
+def check_shape(value: object, shape: object, where: str, *, reveal: bool = False) -> object:
+    """Type-check ``value`` against a shape (a kind, ``[shape]`` or a table); return it with nulls dropped.
+    An unknown field is named by its place in the object, and (``reveal``) quoted."""
     if isinstance(shape, dict):
         if not isinstance(value, dict):
             raise CdiError(f"{where or 'the spec'} must be an object")
         checked: dict[str, object] = {}
-        for key, item in value.items():
+        for index, (key, item) in enumerate(value.items(), 1):
             if key not in shape:
-                raise CdiError(f"{where or 'the spec'} has unknown field {quote(str(key))}")
+                if reveal:
+                    raise CdiError(f"{where or 'the spec'} has unknown field {quote(str(key))}")
+                raise CdiError(f"{where or 'the spec'} has an unknown field (its field {index})")
             if item is not None:
-                checked[key] = check_shape(item, shape[key], _join(where, key))
+                checked[key] = check_shape(item, shape[key], _join(where, key), reveal=reveal)
         return checked
     if isinstance(shape, list):
         if not isinstance(value, list):
             raise CdiError(f"{where} must be an array")
-        return [check_shape(item, shape[0], f"{where}[{index}]") for index, item in enumerate(value)]
+        return [
+            check_shape(item, shape[0], f"{where}[{index}]", reveal=reveal)
+            for index, item in enumerate(value)
+        ]
     return _check_scalar(value, str(shape), where)
 
 
@@ -365,27 +429,43 @@ def _join(where: str, key: str) -> str:
 # --- validation ------------------------------------------------------------------------------------------
 
 
-def build_spec(document: object, *, path: str, priority: int) -> Spec:
-    """Check a decoded spec document and return it as a Spec, or raise CdiError with the reference's words."""
-    checked = check_shape(document, _SPEC, "")
+def build_spec(document: object, *, path: str, priority: int, reveal: bool = False) -> Spec:
+    """Check a decoded spec document and return it as a Spec, or raise CdiError saying why not.
+
+    Every rule is the reference's (``Spec.validate``); a refusal names the field at fault by its JSON path
+    (``devices[2].containerEdits.env[0]``). ``reveal`` decides the wording, not the rules: with it (``cdi
+    validate``, run by a person about a file they name), the value at fault is quoted, as the reference
+    quotes it; without it (a container's start: the hook, the shim, precreate, the NRI plugin, whose lines
+    reach engine logs and pod events), no decoded key or value of the file is shown, only where it is.
+    """
+    checked = check_shape(document, _SPEC, "", reveal=reveal)
     assert isinstance(checked, dict)  # noqa: S101 - the shape is a table
-    reason = version_error(checked)
+    reason = version_error(checked, reveal=reveal)
     if reason is not None:
         raise CdiError(reason)
     kind = str(checked.get("kind", ""))
     vendor, klass = parse_qualifier(kind)
-    for problem in (vendor_error(vendor), class_error(klass), edits_error(checked.get("containerEdits"))):
+    for problem in (vendor_error(vendor, reveal=reveal), class_error(klass, reveal=reveal)):
+        if problem is not None:
+            raise CdiError(f"kind: {problem}")
+    problem = edits_error(checked.get("containerEdits"), "containerEdits", reveal=reveal)
+    if problem is not None:
+        raise CdiError(problem)
+    devices: dict[str, dict[str, Any]] = {}
+    indexes: dict[str, int] = {}
+    for index, device in enumerate(checked.get("devices", [])):
+        where = f"devices[{index}]"
+        name = str(device.get("name", ""))
+        problem = device_error(device, where, reveal=reveal)
         if problem is not None:
             raise CdiError(problem)
-    devices: dict[str, dict[str, Any]] = {}
-    for device in checked.get("devices", []):
-        name = str(device.get("name", ""))
-        problem = device_error(device)
-        if problem is not None:
-            raise CdiError(f"failed add device {quote(name)}: {problem}")
         if name in devices:
-            raise CdiError(f"invalid spec, multiple device {quote(name)}")
+            raise CdiError(
+                f"{where}.name: invalid spec, multiple device{_shown(name, reveal)} "
+                f"(as devices[{indexes[name]}])"
+            )
         devices[name] = device
+        indexes[name] = index
     if not devices:
         raise CdiError("invalid spec, no devices")
     return Spec(
@@ -399,100 +479,103 @@ def build_spec(document: object, *, path: str, priority: int) -> Spec:
     )
 
 
-def device_error(device: "dict[str, Any]") -> str | None:
-    """Say why a device entry is invalid: its name, empty edits, or invalid edits."""
-    name = str(device.get("name", ""))
-    problem = device_name_error(name)
+def device_error(device: "dict[str, Any]", where: str, *, reveal: bool = False) -> str | None:
+    """Say why the device entry at ``where`` is invalid: its name, empty edits, or invalid edits."""
+    problem = device_name_error(str(device.get("name", "")), reveal=reveal)
     if problem is not None:
-        return problem
+        return f"{where}.name: {problem}"
     edits = device.get("containerEdits") or {}
     if not any(edits.get(key) for key in ("env", "deviceNodes", "hooks", "mounts", "additionalGids")) and (
         edits.get("intelRdt") is None and not edits.get("netDevices")
     ):
-        return "invalid device, empty device edits (containerEdits)"
-    problem = edits_error(edits)
-    return None if problem is None else f"invalid device {quote(name)}: {problem}"
+        return f"{where}.containerEdits: invalid device, empty device edits"
+    return edits_error(edits, f"{where}.containerEdits", reveal=reveal)
 
 
-def edits_error(edits: "dict[str, Any] | None") -> str | None:
-    """Say why container edits are invalid (env, device nodes, hooks, mounts, Intel RDT, net devices)."""
+def edits_error(edits: "dict[str, Any] | None", where: str, *, reveal: bool = False) -> str | None:
+    """Say why the container edits at ``where`` are invalid (env, device nodes, hooks, mounts, Intel RDT,
+    net devices), naming the field at fault."""
     if not edits:
         return None
-    for entry in edits.get("env", []):
+    for index, entry in enumerate(edits.get("env", [])):
         if entry.find("=") <= 0:
-            return f"invalid container edits: invalid environment variable {quote(entry)}"
-    for node in edits.get("deviceNodes", []):
-        problem = _node_error(node)
+            return f"{where}.env[{index}]: invalid environment variable{_shown(entry, reveal)}"
+    for index, node in enumerate(edits.get("deviceNodes", [])):
+        problem = _node_error(node, f"{where}.deviceNodes[{index}]", reveal)
         if problem is not None:
             return problem
-    for hook in edits.get("hooks", []):
-        problem = _hook_error(hook)
+    for index, hook in enumerate(edits.get("hooks", [])):
+        problem = _hook_error(hook, f"{where}.hooks[{index}]", reveal)
         if problem is not None:
             return problem
-    for mount in edits.get("mounts", []):
+    for index, mount in enumerate(edits.get("mounts", [])):
         if not mount.get("hostPath"):
-            return "invalid mount, empty host path (hostPath)"
+            return f"{where}.mounts[{index}].hostPath: invalid mount, empty host path"
         if not mount.get("containerPath"):
-            return "invalid mount, empty container path (containerPath)"
+            return f"{where}.mounts[{index}].containerPath: invalid mount, empty container path"
     rdt = edits.get("intelRdt")
     if rdt is not None:
         clos = str(rdt.get("closID", ""))
         if clos != "/" and (len(clos) >= 4096 or clos in (".", "..") or "/" in clos or "\n" in clos):
-            return "invalid ClosID"
-    return _net_devices_error(edits.get("netDevices", []))
+            return f"{where}.intelRdt.closID: invalid ClosID"
+    return _net_devices_error(edits.get("netDevices", []), f"{where}.netDevices", reveal)
 
 
-def _node_error(node: "dict[str, Any]") -> str | None:
-    path = str(node.get("path", ""))
-    if not path:
-        return "invalid (empty) device path"
+def _node_error(node: "dict[str, Any]", where: str, reveal: bool) -> str | None:
+    if not str(node.get("path", "")):
+        return f"{where}.path: invalid (empty) device path"
     kind = str(node.get("type", ""))
     if kind not in DEVICE_TYPES:
-        return f"device {quote(path)}: invalid type {quote(kind)}"
+        return f"{where}.type: invalid type{_shown(kind, reveal)}"
     major, minor = node.get("major", 0), node.get("minor", 0)
     if major < 0 or minor < 0:  # -1 would be read as a wildcard
-        return f"device {quote(path)}: invalid (negative) device number {major}:{minor}"
+        number = f" {major}:{minor}" if reveal else ""
+        return f"{where}: invalid (negative) device number{number} (major, minor)"
     permissions = str(node.get("permissions", ""))
     if permissions != NO_PERMISSIONS and permissions.strip("rwm"):
-        return f"device {quote(path)}: invalid permissions {quote(permissions)}"
+        return f"{where}.permissions: invalid permissions{_shown(permissions, reveal)}"
     return None
 
 
-def _hook_error(hook: "dict[str, Any]") -> str | None:
+def _hook_error(hook: "dict[str, Any]", where: str, reveal: bool) -> str | None:
     name = str(hook.get("hookName", ""))
     if name not in HOOK_STAGES:
-        return f"invalid hook name {quote(name)}"
+        stages = ", ".join(HOOK_STAGES)
+        return f"{where}.hookName: invalid hook name{_shown(name, reveal)} (want one of {stages})"
+    # From here on the name is one of HOOK_STAGES: no content of the file, shown either way.
     if not hook.get("path"):
-        return f"invalid hook {quote(name)} with empty path"
+        return f"{where}.path: invalid hook {quote(name)} with empty path"
     if hook.get("timeout", 0) < 0:
-        return f"invalid hook {quote(name)}: negative timeout {hook['timeout']} (timeout)"
-    for entry in hook.get("env", []):
+        timeout = f" {hook['timeout']}" if reveal else ""
+        return f"{where}.timeout: invalid hook {quote(name)}: negative timeout{timeout}"
+    for index, entry in enumerate(hook.get("env", [])):
         if entry.find("=") <= 0:
-            return f"invalid hook {quote(name)}: invalid environment variable {quote(entry)}"
+            return f"{where}.env[{index}]: invalid environment variable{_shown(entry, reveal)}"
     return None
 
 
-def _net_devices_error(devices: "list[dict[str, Any]]") -> str | None:
-    hosts: dict[str, str] = {}
-    names: dict[str, str] = {}
-    for device in devices:
+def _net_devices_error(devices: "list[dict[str, Any]]", where: str, reveal: bool) -> str | None:
+    hosts: dict[str, int] = {}
+    names: dict[str, int] = {}
+    for index, device in enumerate(devices):
+        at = f"{where}[{index}]"
         host, name = str(device.get("hostInterfaceName", "")), str(device.get("name", ""))
         if not host:
-            return "invalid linux net device, empty HostInterfaceName"
+            return f"{at}.hostInterfaceName: invalid linux net device, empty HostInterfaceName"
         if not name:
-            return "invalid linux net device, empty Name"
+            return f"{at}.name: invalid linux net device, empty Name"
         if host in hosts:
             return (
-                f"invalid linux net device, duplicate HostInterfaceName {quote(host)} "
-                f"with names {quote(name)} and {quote(hosts[host])}"
+                f"{at}.hostInterfaceName: invalid linux net device, duplicate HostInterfaceName"
+                f"{_shown(host, reveal)} (as {where}[{hosts[host]}])"
             )
-        hosts[host] = name
+        hosts[host] = index
         if name in names:
             return (
-                f"invalid linux net device, duplicate Name {quote(name)} "
-                f"with HostInterfaceName {quote(host)} and {quote(names[name])}"
+                f"{at}.name: invalid linux net device, duplicate Name{_shown(name, reveal)} "
+                f"(as {where}[{names[name]}])"
             )
-        names[name] = host
+        names[name] = index
     return None
 
 
@@ -549,12 +632,19 @@ def untrusted_reason(path: str) -> str | None:
 
 
 def load_spec(
-    path: str, priority: int = 0, *, loader: type | None = None, trust: bool = True, cache: str = ""
+    path: str,
+    priority: int = 0,
+    *,
+    loader: type | None = None,
+    trust: bool = True,
+    cache: str = "",
+    reveal: bool = False,
 ) -> Spec:
     """Read, decode and validate one spec file; every error is a CdiError naming the file. With ``trust``
     (the default) a file that is not root's, or is group/world-writable, is refused unread. ``cache``: the
     directory of decoded YAML specs (``hook.cdi.speccache``; "" for none), whose hit is validated as a
-    decoded spec is, and which holds only specs that passed."""
+    decoded spec is, and which holds only specs that passed. ``reveal``: a refusal may quote the file's
+    content (``cdi validate``); by default it names the field and its position only (``build_spec``)."""
     cached = bool(cache) and path.endswith(".yaml")
     if cached:
         import time
@@ -572,7 +662,7 @@ def load_spec(
             except CdiError:
                 pass  # not what a valid spec decodes to: decode the file itself
     try:
-        spec = parse_spec_bytes(data, path=path, priority=priority, loader=loader)
+        spec = parse_spec_bytes(data, path=path, priority=priority, loader=loader, reveal=reveal)
     except CdiError as err:
         raise CdiError(f"invalid CDI spec {path}: {err}") from None
     if cached:
@@ -580,13 +670,16 @@ def load_spec(
     return spec
 
 
-def parse_spec_bytes(data: bytes, *, path: str, priority: int = 0, loader: type | None = None) -> Spec:
-    """Decode and validate a spec's bytes (YAML when ``path`` ends in ``.yaml``, read by ``loader``)."""
+def parse_spec_bytes(
+    data: bytes, *, path: str, priority: int = 0, loader: type | None = None, reveal: bool = False
+) -> Spec:
+    """Decode and validate a spec's bytes (YAML when ``path`` ends in ``.yaml``, read by ``loader``);
+    ``reveal`` as for ``load_spec``."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise CdiError(f"not valid UTF-8 at byte {err.start}") from None
-    document = decode_spec_text(text, yaml=path.endswith(".yaml"), loader=loader)
+    document = decode_spec_text(text, yaml=path.endswith(".yaml"), loader=loader, reveal=reveal)
     if document is None:
         raise CdiError("no Spec data")
-    return build_spec(document, path=path, priority=priority)
+    return build_spec(document, path=path, priority=priority, reveal=reveal)

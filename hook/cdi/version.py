@@ -58,15 +58,17 @@ def minimum_version_for(spec: dict[str, object]) -> tuple[str, str]:
     return EARLIEST_VERSION, ""
 
 
-def version_error(spec: dict[str, object]) -> str | None:
-    """Say why the spec's ``cdiVersion`` is refused (unknown, or older than its fields need), else None."""
+def version_error(spec: dict[str, object], *, reveal: bool = False) -> str | None:
+    """Say why the spec's ``cdiVersion`` is refused (unknown, or older than its fields need), else None;
+    an unknown value is quoted only with ``reveal`` (a known one is no content of the file's own)."""
     from hook.cdi.names import quote
 
     declared = spec.get("cdiVersion")
     declared = declared if isinstance(declared, str) else ""
     version = normalize_version(declared)
     if version not in KNOWN_VERSIONS:
-        return f"invalid version {quote(declared)} in cdiVersion"
+        shown = f" {quote(declared)}" if reveal else ""
+        return f"invalid version{shown} in cdiVersion"
     needed, field = minimum_version_for(spec)
     if KNOWN_VERSIONS.index(needed) < KNOWN_VERSIONS.index(version):
         why = f"{field} needs it" if field else "every spec needs it"

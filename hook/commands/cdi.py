@@ -139,7 +139,7 @@ def validate_command(path: str) -> str:
     from hook.cdi.spec import load_spec, untrusted_reason
     from hook.cdi.version import minimum_version
 
-    spec = load_spec(path, trust=False)
+    spec = load_spec(path, trust=False, reveal=True)
     count = len(spec.devices)
     verdict = (
         f"{path}: valid CDI spec, kind {spec.kind}, cdiVersion {spec.document.get('cdiVersion')} "

@@ -427,7 +427,7 @@ def _check_cdi_kind(kind: str, where: str) -> None:
     from hook.cdi.names import class_error, parse_qualifier, vendor_error
 
     vendor, klass = parse_qualifier(kind)
-    problem = vendor_error(vendor) or class_error(klass)
+    problem = vendor_error(vendor, reveal=True) or class_error(klass, reveal=True)
     if problem is not None:
         raise ConfigError(f"{_PREFIX}{where}: gpu-env.cdi.default-kind must be vendor/class: {problem}")
 

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 from busybox import make_runc_bundle, unique_id
-from cdi_helpers import GPU_MAJOR, FakeNode, make_fake_node, nvidia_like_spec, write_spec
+from cdi_helpers import (
+    GPU_MAJOR,
+    SECRET,
+    FakeNode,
+    make_fake_node,
+    nvidia_like_spec,
+    write_secret_specs,
+    write_spec,
+)
 from podman import import_busybox_image, podman
 from runc_hooks import load_record, write_config
 
@@ -445,3 +453,47 @@ def test_allocation_refused_without_pod_identity(
         ),
     )
     assert (bundle / "config.json").read_bytes() == before
+
+
+def test_spec_content_never_in_the_shims_output(setup: Setup, make_env_file: MakeEnvFile) -> None:
+    """Specs whose unknown field, device name, variable, hook name, kind, version or repeated key is a
+    secret, two of them symlinks to root-only files that are no spec at all: each is skipped with one
+    warning naming the file, the field and its position, never the content; the container still gets its
+    device, and a device only they could define is refused naming the files. ``cdi validate``, which a
+    person runs on a file they name, quotes what it refuses."""
+    reasons = write_secret_specs(setup.etc, setup.tmp / "root-only")
+    env_file = make_env_file("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1\n")
+    result = setup.run_container(setup.bundle(env_file))
+    assert result.returncode == 0, result.stderr
+    assert f"node /dev/nvidia1 {GPU_MAJOR:x}:1 character special file" in result.stdout.splitlines()
+    warnings = [line.split(' msg="', 1)[1] for line in result.stderr.splitlines()]
+    assert warnings == [
+        f'invalid CDI spec {setup.etc}/{name}: {reason}; skipped"' for name, reason in reasons
+    ]
+    assert SECRET not in result.stderr
+
+    refused_file = make_env_file("NVIDIA_VISIBLE_DEVICES=x.com/gpu=d\n", name="refused.env")
+    bundle = setup.bundle(refused_file, name="refused")
+    before = (bundle / "config.json").read_bytes()
+    result = setup.run_container(bundle)
+    skipped = ", ".join(f'"{setup.etc}/{name}"' for name, _ in reasons[:4])
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"gpu-env-runtime: env file '{refused_file}': a device it requests is defined by no CDI spec in "
+        f"{setup.etc}, {setup.run} (skipped specs: {skipped} and {len(reasons) - 4} more)"
+    )
+    assert SECRET not in result.stderr
+    assert (bundle / "config.json").read_bytes() == before
+
+    validate = subprocess.run(
+        [sys.executable, "-I", "-m", "hook", "cdi", "validate", str(setup.etc / "link-token.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (validate.returncode, validate.stdout) == (1, "")
+    assert validate.stderr == (
+        f"gpu-env-hook: invalid CDI spec {setup.etc}/link-token.json: the spec has unknown field "
+        f'"{SECRET}-key"\n'
+    )

@@ -46,42 +46,69 @@ def test_is_qualified_name(device: str, qualified: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("check", "text", "reason"),
+    ("check", "text", "reason", "hidden"),
     [
-        pytest.param(vendor_error, "", "invalid vendor. empty name", id="vendor-empty"),
-        pytest.param(vendor_error, "1a", 'invalid vendor. "1a", should start with letter', id="vendor-first"),
+        pytest.param(vendor_error, "", "invalid vendor. empty name", None, id="vendor-empty"),
+        pytest.param(
+            vendor_error,
+            "1a",
+            'invalid vendor. "1a", should start with letter',
+            "invalid vendor. should start with letter",
+            id="vendor-first",
+        ),
         pytest.param(
             vendor_error,
             "a\x1bb",
             "invalid vendor. invalid character '\\x1b' in name \"a\\x1bb\"",
+            "invalid vendor. invalid character at index 1 in name",
             id="vendor-between",
         ),
         pytest.param(
-            class_error, "a-", 'invalid class. "a-", should end with a letter or digit', id="class-last"
+            class_error,
+            "a-",
+            'invalid class. "a-", should end with a letter or digit',
+            "invalid class. should end with a letter or digit",
+            id="class-last",
         ),
         pytest.param(
-            class_error, "a:b", "invalid class. invalid character ':' in name \"a:b\"", id="class-no-colon"
+            class_error,
+            "a:b",
+            "invalid class. invalid character ':' in name \"a:b\"",
+            "invalid class. invalid character at index 1 in name",
+            id="class-no-colon",
         ),
-        pytest.param(device_name_error, "", "invalid (empty) device name", id="name-empty"),
+        pytest.param(device_name_error, "", "invalid (empty) device name", None, id="name-empty"),
         pytest.param(
             device_name_error,
             "-a",
-            'invalid class "-a", should start with a letter or digit',
+            'invalid device name "-a", should start with a letter or digit',
+            "invalid device name, should start with a letter or digit",
             id="name-first",
         ),
         pytest.param(
-            device_name_error, "a/b", "invalid character '/' in device name \"a/b\"", id="name-between"
+            device_name_error,
+            "ab/c",
+            "invalid character '/' in device name \"ab/c\"",
+            "invalid character at index 2 in device name",
+            id="name-between",
         ),
         pytest.param(
-            device_name_error, "a.", 'invalid name "a.", should end with a letter or digit', id="name-last"
+            device_name_error,
+            "a.",
+            'invalid name "a.", should end with a letter or digit',
+            "invalid device name, should end with a letter or digit",
+            id="name-last",
         ),
-        pytest.param(device_name_error, "GPU-abc:1", None, id="name-valid"),
-        pytest.param(vendor_error, "nvidia.com", None, id="vendor-valid"),
+        pytest.param(device_name_error, "GPU-abc:1", None, None, id="name-valid"),
+        pytest.param(vendor_error, "nvidia.com", None, None, id="vendor-valid"),
     ],
 )
 def test_each_rule_in_the_references_words(
-    check: Callable[[str], str | None], text: str, reason: str | None
+    check: Callable[..., str | None], text: str, reason: str | None, hidden: str | None
 ) -> None:
-    """Vendor, class and device name: the first rule broken, in container-device-interface's words (the
-    device name's ``invalid class`` is the reference's own wording), the character at fault escaped."""
-    assert check(text) == reason
+    """Vendor, class and device name: the first rule broken, in container-device-interface's words with the
+    text quoted and the character at fault escaped when the caller reveals it (a container's request, ``cdi
+    validate``); otherwise (a spec read on a container's start) the rule and the character's index only. A
+    device name that starts wrong says "device name" (the reference says "invalid class")."""
+    assert check(text, reveal=True) == reason
+    assert check(text) == (reason if hidden is None else hidden)

@@ -64,7 +64,7 @@ def test_files_skipped_and_errors_recorded(tmp_path: Path) -> None:
     broken.write_text('{"cdiVersion": "0.3.0"}')
     registry = load_registry([str(etc), str(tmp_path / "missing")])
     assert sorted(registry.devices) == ["x.com/gpu=0"]
-    assert registry.errors == {str(broken): [f"invalid CDI spec {broken}: invalid vendor. empty name"]}
+    assert registry.errors == {str(broken): [f"invalid CDI spec {broken}: kind: invalid vendor. empty name"]}
 
 
 def test_spec_edits_once_per_spec(tmp_path: Path) -> None:

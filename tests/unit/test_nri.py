@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cdi_helpers import SECRET, write_secret_specs
 from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
@@ -457,6 +458,34 @@ def test_cdi_devices_checked_before_any_is_named(
     with pytest.raises(CdiError) as refused:
         adjust_container(POD, container([f"{VAR}={path}"]), context)
     assert str(refused.value) == message.format(path=path, specs=tmp_path / "cdi", alloc=ALLOC)
+
+
+@pytest.mark.parametrize("version", ["2.1.0", "2.0.5"])
+def test_cdi_spec_content_never_in_the_plugins_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """The NRI decision path reads the specs as the shim does: specs holding a secret where a refusal would
+    quote it (two of them symlinks to root-only files) are skipped with one warning each naming the file,
+    the field and its position; the request's error for a device only they define names the files; the
+    secret is in neither."""
+    context = cdi_context(tmp_path, version)
+    specs = tmp_path / "cdi"
+    reasons = write_secret_specs(specs, tmp_path / "root-only")
+    path = write_env_file(tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=1\n")
+    assert adjust_container(POD, container([f"{VAR}={path}"]), context) is not None
+    warnings = [line.split(' msg="', 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert warnings == [f'invalid CDI spec {specs}/{name}: {reason}; skipped"' for name, reason in reasons]
+    refused = write_env_file(
+        tmp_path, "GPU_ENV_HOOK_POD_UID=uid-1\nNVIDIA_VISIBLE_DEVICES=x.com/gpu=d\n", "b.env"
+    )
+    with pytest.raises(CdiError) as caught:
+        adjust_container(POD, container([f"{VAR}={refused}"]), context)
+    skipped = ", ".join(f'"{specs}/{name}"' for name, _ in reasons[:4])
+    assert str(caught.value) == (
+        f"env file '{refused}': a device it requests is defined by no CDI spec in {specs} "
+        f"(skipped specs: {skipped} and {len(reasons) - 4} more)"
+    )
+    assert SECRET not in capsys.readouterr().err + str(caught.value)
 
 
 @pytest.mark.parametrize(
