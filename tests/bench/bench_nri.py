@@ -34,13 +34,16 @@ The toolkit comes from the directory of ``GPU_ENV_HOOK_NVIDIA_RUNTIME`` (its ``n
 with ``nvidia-container-runtime-hook``, ``nvidia-cdi-hook``, ``nvidia-ctk`` and optionally
 ``nvidia-ctk-installer`` beside it), the convention ``bench_cdi.py`` uses.
 
-One at a time: ``--sequential`` containers per setup in ``--rounds`` blocks, setups alternated (their order
-rotated each round); p50 and p95. Burst: ``--burst`` containers at once per setup, ``--bursts`` times,
-alternated likewise; p50, p95 of each container's Create+Start and the wall time of the burst. The load
-average is recorded before and after every block. Every container is checked after its timed part: it ran
-to exit code 0 with ``/dev/nvidia0`` a character device and the CDI hooks' symlink in place (CDI setups), or
-with the stand-in cli called with ``--device=0`` once per container (legacy setups). Plugin processes: CPU
-time per container over each block, and containerd's log searched for plugins dropped or timed out.
+One at a time: ``--sequential`` containers per setup in ``--rounds`` blocks, setups alternated (A B C, C B
+A, then rotated: ``block_order``); p50 and p95. Burst: ``--burst`` containers at once per setup (released
+together), ``--bursts`` times, alternated likewise after ``--settle`` seconds of rest; p50, p95 of each
+container's Create+Start and the median wall time of the bursts. The load average is recorded before and
+after every block. Every container is checked after its timed part: it ran to exit code 0 with
+``/dev/nvidia0`` and ``/dev/nvidiactl`` character devices and the CDI hooks' symlink in place (CDI setups), or
+with the stand-in cli called with ``--device=0`` once per container (legacy setups). Plugins: their CPU time
+per container over each block, containerd's mean wait for their CreateContainer answers (its NRI metrics),
+containerd's log searched for a plugin dropped or timed out, and our plugin's answer timed in process on a
+recorded request.
 
 Targets (issue 28): ours-cdi adds fewer ms over the floor than nvidia-cdi one at a time (p50); ours-cdi's
 burst p50 <= 1.1x the floor's; ours-legacy adds no more than nvidia-legacy, one at a time and in the burst.
@@ -128,6 +131,8 @@ class Figures:
     walls: list[float] = field(default_factory=list)
     loads: list[tuple[str, str, str]] = field(default_factory=list)  # (block, before, after)
     plugin_cpu_ms: list[float] = field(default_factory=list)  # per container, per block
+    # containerd's view of the plugins' CreateContainer calls per block: (block, calls, mean ms), NRI's metrics
+    nri_calls: list[tuple[str, int, float]] = field(default_factory=list)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -233,9 +238,10 @@ def hook_config(work: Path, mode: str, env_dir: Path, cdi_dir: Path, records: Pa
     return path
 
 
-def containerd_config(work: Path, toolkit: Path, cdi_dir: Path) -> str:
+def containerd_config(work: Path, toolkit: Path, cdi_dir: Path, metrics: str) -> str:
     """containerd 2.x: NRI on (2 s timeout), CDI on, the default runc handler and the ``nvidia`` and
-    ``nvidia-legacy`` handlers (the same runc.v2 options, NVIDIA's runtime as the binary)."""
+    ``nvidia-legacy`` handlers (the same runc.v2 options, NVIDIA's runtime as the binary); its metrics
+    (NRI's per-plugin call latency among them) served at ``metrics``."""
     runtime = "plugins.'io.containerd.cri.v1.runtime'"
     handlers = "".join(
         f"[{runtime}.containerd.runtimes.{name}]\n"
@@ -247,6 +253,8 @@ def containerd_config(work: Path, toolkit: Path, cdi_dir: Path) -> str:
     )  # fmt: skip
     return (
         "version = 3\n"
+        "[metrics]\n"
+        f"  address = '{metrics}'\n"
         "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n"
         f"  sandbox = '{CONTAINERD_IMAGE}'\n"
         f"[{runtime}]\n"
@@ -298,6 +306,25 @@ class PluginCgroup:
                 directory.rmdir()
 
 
+def nri_create_latency(address: str) -> tuple[int, float]:
+    """containerd's NRI metrics for CreateContainer, summed over plugins: calls and total seconds (what
+    containerd waited for plugins' answers, from sending the request to decoding the answer)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{address}/v1/metrics", timeout=30) as response:
+        text = response.read().decode()
+    count, total = 0, 0.0
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if not name.startswith("containerd_nri_plugin_latency_seconds") or "create" not in name.lower():
+            continue
+        if name.startswith("containerd_nri_plugin_latency_seconds_count"):
+            count += int(float(value))
+        elif name.startswith("containerd_nri_plugin_latency_seconds_sum"):
+            total += float(value)
+    return count, total
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (all its threads) so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -345,8 +372,11 @@ class Plugin:
 class Bench:
     """The node, the daemon, a pod per setup, and the timed calls."""
 
-    def __init__(self, args: argparse.Namespace, work: Path, daemon: Containerd, toolkit: Path) -> None:
+    def __init__(
+        self, args: argparse.Namespace, work: Path, daemon: Containerd, toolkit: Path, metrics: str
+    ) -> None:
         self.args = args
+        self.metrics = metrics
         self.work = work
         self.daemon = daemon
         self.toolkit = toolkit
@@ -363,6 +393,7 @@ class Bench:
         self.cgroup = PluginCgroup(f"gpu-env-hook-bench-nri-{os.getpid()}", PLUGIN_CPU_MILLI, PLUGIN_MEMORY)
         self.pods: dict[str, tuple[str, Any]] = {}
         self.counter = 0
+        self.block = ""
         self.failures: list[str] = []
         self.setups = [
             s for s in SETUPS if s.plugin != "nvidia" or (toolkit / "nvidia-ctk-installer").exists()
@@ -417,10 +448,15 @@ class Bench:
             mode = setup.plugin.removeprefix("ours-")
             argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.configs[mode]), "nri", nri_socket]
             started = Plugin(argv, self.work / "ours-nri.log", "configured by", self.cgroup)
+        calls, seconds = nri_create_latency(self.metrics)
         try:
             yield started
         finally:
+            after_calls, after_seconds = nri_create_latency(self.metrics)
             started.stop()
+            if after_calls > calls:
+                mean = (after_seconds - seconds) * 1000 / (after_calls - calls)
+                self.figures[setup.key].nri_calls.append((self.block, after_calls - calls, mean))
 
     def create_and_start(self, setup: Setup, index: int) -> tuple[float, str]:
         """CreateContainer + StartContainer, timed together; the seconds and the container id."""
@@ -437,7 +473,11 @@ class Bench:
 
     def finish(self, setup: Setup, container: str) -> None:
         """Untimed: the container ran its check to exit 0; StopContainer (timeout 0), RemoveContainer."""
-        status = self.client.wait_exited(container, timeout=30)
+        deadline = time.monotonic() + 30
+        while (status := self.client.container_status(container)).state != self.client.pb.CONTAINER_EXITED:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         if status.exit_code != 0 or status.reason != "Completed":
             self.failures.append(f"{setup.key}: {container[:12]} exit {status.exit_code} {status.reason}")
         self.client.stop_container(container, timeout=0)
@@ -452,6 +492,7 @@ class Bench:
         """``count`` containers one at a time."""
         figures = self.figures[setup.key]
         before = loadavg()
+        self.block = f"sequential x{count}"
         with self.plugin(setup) as plugin:
             for index in self.next_indices(count):
                 seconds, container = self.create_and_start(setup, index)
@@ -459,12 +500,15 @@ class Bench:
                 self.finish(setup, container)
             if plugin is not None:
                 figures.plugin_cpu_ms.append(plugin.cpu() * 1000 / count)
+        self.verify_cli(setup, count)
         figures.loads.append((f"sequential x{count}", before, loadavg()))
 
     def burst_block(self, setup: Setup, count: int) -> None:
         """``count`` containers at once (a thread each, released together)."""
         figures = self.figures[setup.key]
+        time.sleep(self.args.settle)  # the previous block's removals finish in the background
         before = loadavg()
+        self.block = f"burst x{count}"
         with self.plugin(setup) as plugin:
             indices = self.next_indices(count)
             self.pod(setup)
@@ -485,24 +529,27 @@ class Bench:
             cpu = plugin.cpu() if plugin is not None else 0.0
             with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
                 list(pool.map(lambda result: self.finish(setup, result[1]), results))
+        self.verify_cli(setup, count)
         figures.burst += [seconds for seconds, _ in results]
         figures.walls.append(wall)
         if plugin is not None:
             figures.plugin_cpu_ms.append(cpu * 1000 / count)
         figures.loads.append((f"burst x{count}", before, loadavg()))
 
-    def verify_legacy(self) -> None:
-        """Every legacy container's cli call: one per container, each with GPU 0."""
-        for key, directory in self.records.items():
-            if key not in self.figures:
-                continue
-            calls = [json.loads(path.read_text()) for path in directory.glob("*.json")]
-            expected = len(self.figures[key].sequential) + len(self.figures[key].burst)
-            wrong = [call["argv"] for call in calls if "--device=0" not in call["argv"]]
-            if len(calls) != expected or wrong:
-                self.failures.append(
-                    f"{key}: {len(calls)} cli calls for {expected} containers, wrong: {wrong[:1]}"
-                )
+    def verify_cli(self, setup: Setup, count: int) -> None:
+        """A legacy block's cli calls: one per container, each with GPU 0; the records are removed after (the
+        stand-in names a record by its pid, which a whole run's thousands of processes would reuse)."""
+        if setup.key not in self.records:
+            return
+        records = list(self.records[setup.key].glob("*.json"))
+        calls = [json.loads(path.read_text()) for path in records]
+        wrong = [call["argv"] for call in calls if "--device=0" not in call["argv"]]
+        if len(calls) != count or wrong:
+            self.failures.append(
+                f"{setup.key}: {len(calls)} cli calls for {count} containers, wrong: {wrong[:1]}"
+            )
+        for path in records:
+            path.unlink()
 
 
 @dataclass(frozen=True)
@@ -549,6 +596,8 @@ def answer_times(bench: Bench, setup: Setup, runs: int) -> Answer:
     ours, theirs = socket.socketpair()
     with ours, theirs:
         session = Session(wire.Link(ours), context, lambda _line: None)
+        for _ in range(20):  # its first answers load the decision's modules, once per plugin process
+            session.answer(create)
         walls, cpus = [], []
         for _ in range(runs):
             cpu, started = time.thread_time(), time.perf_counter()
@@ -685,13 +734,22 @@ def targets(rows: dict[str, dict[str, float]]) -> list[tuple[str, bool]]:
     return verdicts
 
 
+def block_order(setups: list[Setup], index: int) -> list[Setup]:
+    """The setups' order in round ``index``: A B C, C B A, then rotated by one, and so on (each pair of rounds
+    gives every setup the same mean position, so a drift in the machine's load does not favour one)."""
+    shift = (index // 2) % len(setups)
+    order = setups[shift:] + setups[:shift]
+    return order if index % 2 == 0 else order[::-1]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every setup in alternating blocks, print the figures; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sequential", type=int, default=200, help="containers one at a time, per setup")
     parser.add_argument("--rounds", type=int, default=4, help="blocks the sequential containers come in")
     parser.add_argument("--burst", type=int, default=100, help="containers at once")
-    parser.add_argument("--bursts", type=int, default=1, help="bursts per setup")
+    parser.add_argument("--bursts", type=int, default=2, help="bursts per setup (their order rotated)")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds of rest before each burst")
     parser.add_argument("--only", default="", help="comma-separated setups to run (the floor always runs)")
     parser.add_argument(
         "--answer-runs", type=int, default=2000, help="replays of a CreateContainer, in process"
@@ -720,11 +778,14 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
     binds = {"/etc/nvidia-container-runtime": nvidia_config(work, toolkit, cdi_dir, records)}
     tree = work / "node"
     (tree / "etc/containerd").mkdir(parents=True)
-    (tree / "etc/containerd/config.toml").write_text(containerd_config(work, toolkit, cdi_dir))
+    with socket.socket() as probe:  # a free port for containerd's metrics
+        probe.bind(("127.0.0.1", 0))
+        metrics = f"127.0.0.1:{probe.getsockname()[1]}"
+    (tree / "etc/containerd/config.toml").write_text(containerd_config(work, toolkit, cdi_dir, metrics))
     answers: dict[str, Answer] = {}
     with running(tree, work / "daemon", binaries=binaries, binds=binds) as daemon:
         daemon.import_image(archive)
-        bench = Bench(args, work, daemon, toolkit)
+        bench = Bench(args, work, daemon, toolkit, metrics)
         try:
             setups = [
                 s for s in bench.setups if not args.only or s.key == "floor" or s.key in args.only.split(",")
@@ -739,21 +800,15 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
             for setup in setups:  # warm: the image's snapshot, each pod, each path once
                 bench.sequential_block(setup, 2)
             bench.figures = {setup.key: Figures() for setup in setups}
-            for directory in bench.records.values():  # count the timed containers' cli calls only
-                for record in directory.glob("*.json"):
-                    record.unlink()
             per_round = -(-args.sequential // args.rounds)
             for round_index in range(args.rounds):
-                shift = round_index % len(setups)
-                for setup in setups[shift:] + setups[:shift]:
+                for setup in block_order(setups, round_index):
                     bench.sequential_block(setup, per_round)
                 print(f"round {round_index + 1}/{args.rounds} done, load {loadavg()}", flush=True)
             for burst_index in range(args.bursts):
-                shift = burst_index % len(setups)
-                for setup in list(reversed(setups[shift:] + setups[:shift])):
+                for setup in block_order(setups, burst_index):
                     bench.burst_block(setup, args.burst)
                 print(f"burst {burst_index + 1}/{args.bursts} done, load {loadavg()}", flush=True)
-            bench.verify_legacy()
             answers = {
                 setup.key: answer_times(bench, setup, args.answer_runs)
                 for setup in setups
@@ -778,6 +833,12 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
     for key, fig in bench.figures.items():
         print(f"  {key:<14} " + "; ".join(f"{what}: {a} -> {b}" for what, a, b in fig.loads))
     print(
+        "\ncontainerd's wait for the plugins' CreateContainer answers (NRI's metrics) per block: calls, mean ms"
+    )
+    for key, fig in bench.figures.items():
+        if fig.nri_calls:
+            print(f"  {key:<14} " + "; ".join(f"{what}: {n}, {ms:.2f} ms" for what, n, ms in fig.nri_calls))
+    print(
         f"\ncontainers checked: {sum(n_seq.values()) + sum(n_burst.values())}, failures: {len(bench.failures)}"
     )
     for failure in bench.failures[:10]:
@@ -800,10 +861,15 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
     for text, held in verdicts:
         print(f"{'ok    ' if held else 'MISSED'} {text}")
     if args.json:
-        document = {"rows": rows, "answers": {k: vars(a) for k, a in answers.items()}, "n_seq": n_seq, "n_burst": n_burst, "failures": bench.failures,
-                    "nri_problems": problems, "loads": {k: f.loads for k, f in bench.figures.items()},
-                    "raw": {k: {"sequential": f.sequential, "burst": f.burst, "walls": f.walls}
-                            for k, f in bench.figures.items()}}  # fmt: skip
+        document = {
+            "rows": rows,
+            "answers": {key: vars(answer) for key, answer in answers.items()},
+            "n_seq": n_seq,
+            "n_burst": n_burst,
+            "failures": bench.failures,
+            "nri_problems": problems,
+            "figures": {key: vars(fig) for key, fig in bench.figures.items()},
+        }
         Path(args.json).write_text(json.dumps(document, indent=1) + "\n")
     failed = bench.failures or problems or not all(held for _, held in verdicts)
     return 1 if failed and not args.no_fail else 0
