@@ -186,11 +186,6 @@ def plan_unit(options: InstallOptions, socket: str = paths.NRI_SOCKET) -> tuple[
         f"next: start the NRI plugin: systemctl daemon-reload && systemctl enable --now {UNIT_NAME} "
         f"(written to {rooted(options.root, UNIT_PATH)})"
     )
-    if options.engine == "containerd":
-        note += (
-            "; the backstop (gpu-env-hook nri-backstop in a base_runtime_spec) is set by hand, "
-            "see docs/nri.md"
-        )
     return unit, note
 
 
