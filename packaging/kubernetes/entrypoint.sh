@@ -1,20 +1,22 @@
 #!/bin/sh
 # The DaemonSet's entrypoint (/usr/local/bin/gpu-env-hook-daemonset in the image; gpu-env-hook.yaml sets
-# its environment). MODE=install: check the node's Python, `gpu-env-hook install --root $HOST`, then idle;
+# its environment). MODE=install: `gpu-env-hook install --root $HOST --python $PY`, then idle;
 # MODE=uninstall: `gpu-env-hook uninstall --root $HOST`, then idle. A TERM (pod deletion, rolling update,
 # drain) only ends it: it uninstalls nothing. See packaging/kubernetes/README.md.
 #
 #   MODE          install | uninstall                               (default install)
 #   ENGINE        auto | containerd | crio (auto: by the CRI socket) (default auto)
 #   HOST          where the node's / is mounted                     (default /host)
-#   PY            the node's Python 3.11 or later, as a node path   (default /usr/bin/python3)
+#   PY            the interpreter the engines run: tree (a copy of this image's, with its loader and
+#                 libraries, in the node's /opt/gpu-env-hook: the node needs no Python or C library of
+#                 its own), or the node's Python 3.11 or later, as a node path   (default tree)
 #   INSTALL_ARGS  further `install` options, e.g. "--config /etc/nvidia-container-runtime/config.toml"
 set -eu
 
 MODE=${MODE:-install}
 ENGINE=${ENGINE:-auto}
 HOST=${HOST:-/host}
-PY=${PY:-/usr/bin/python3}
+PY=${PY:-tree}
 INSTALL_ARGS=${INSTALL_ARGS:-}
 # The image's own gpu-env-hook (isolated: nothing from the environment changes what it imports).
 HOOK="/usr/local/lib/gpu-env-hook/bin/python -I -m hook"
@@ -33,11 +35,12 @@ trap stop TERM INT
 
 case $MODE in
 install)
-    # The engines run the hook on the node, outside any container, with the node's own Python: it must be
+    # The engines run the hook on the node, outside any container. With PY=tree install copies this
+    # image's interpreter beside the package; with a node path, the node's own Python runs it: it must be
     # there, 3.11 or later, before anything is written. Asked under the node's root, as the engines run it.
-    if ! chroot "$HOST" "$PY" -I -S -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    if [ "$PY" != tree ] && ! chroot "$HOST" "$PY" -I -S -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
         </dev/null >/dev/null 2>&1; then
-        echo "gpu-env-hook: the node has no Python 3.11 or later at $PY (the engines run the hook with it): install one there, or set PY to its path" >&2
+        echo "gpu-env-hook: the node has no Python 3.11 or later at $PY (the engines run the hook with it): install one there and set PY to its path, or set PY=tree" >&2
         exit 1
     fi
     # shellcheck disable=SC2086 # HOOK is a command line; INSTALL_ARGS holds several options
