@@ -33,17 +33,28 @@ from hook.util.safetext import os_reason
 
 # The standard library's directory in a version (beside the interpreter's libraries).
 STDLIB = f"{PYTHON_DIR}/{LIB}/python{sys.version_info[0]}.{sys.version_info[1]}"
-# Top-level names of the standard library that no node-side path imports (packages and modules), and the
-# encodings beyond UTF-8, ASCII and Latin-1 (the stages run with -X utf8).
-SKIPPED = frozenset(
-    {
-        "__phello__", "_pydecimal.py", "asyncio", "concurrent", "config-3.11-x86_64-linux-gnu", "ctypes",
-        "curses", "dbm", "distutils", "doctest.py", "email", "ensurepip", "html", "http", "idlelib",
-        "lib2to3", "logging", "mailbox.py", "msilib", "multiprocessing", "pydoc.py", "pydoc_data",
-        "site-packages", "dist-packages", "sqlite3", "test", "tkinter", "turtle.py", "turtledemo",
-        "unittest", "urllib", "venv", "wsgiref", "xml", "xmlrpc", "zoneinfo",
-    }
-)  # fmt: skip
+# What of the standard library no node-side path imports (top-level packages, then modules): tools,
+# protocols, archives and formats no stage reads, debuggers, profilers, tests. The encodings beyond UTF-8,
+# ASCII and Latin-1 are not copied either (the stages run with -X utf8).
+# fmt: off
+SKIPPED_PACKAGES = frozenset({
+    "__phello__", "asyncio", "concurrent", "config-3.11-x86_64-linux-gnu", "ctypes", "curses", "dbm",
+    "dist-packages", "distutils", "email", "ensurepip", "html", "http", "idlelib", "lib2to3", "logging",
+    "msilib", "multiprocessing", "pydoc_data", "site-packages", "sqlite3", "test", "tkinter", "turtledemo",
+    "unittest", "urllib", "venv", "wsgiref", "xml", "xmlrpc", "zoneinfo",
+})
+SKIPPED_MODULES = frozenset({
+    "_aix_support", "_osx_support", "_pydecimal", "_pyio", "aifc", "antigravity", "argparse", "asynchat",
+    "asyncore", "bdb", "binhex", "bz2", "calendar", "cgi", "cgitb", "chunk", "code", "codeop", "compileall",
+    "configparser", "cProfile", "crypt", "difflib", "doctest", "filecmp", "fileinput", "ftplib", "getpass",
+    "imaplib", "imghdr", "ipaddress", "lzma", "mailbox", "mailcap", "mimetypes", "modulefinder", "netrc",
+    "nntplib", "nturl2path", "optparse", "pdb", "pickletools", "pipes", "plistlib", "poplib", "profile",
+    "pstats", "pty", "py_compile", "pyclbr", "pydoc", "quopri", "sched", "shelve", "smtpd", "smtplib",
+    "sndhdr", "socketserver", "ssl", "statistics", "sunau", "tabnanny", "tarfile", "telnetlib", "this",
+    "trace", "tty", "turtle", "uu", "uuid", "wave", "webbrowser", "xdrlib", "zipapp", "zipfile",
+})
+# fmt: on
+SKIPPED = SKIPPED_PACKAGES | {f"{name}.py" for name in SKIPPED_MODULES}
 KEPT_ENCODINGS = frozenset({"__init__", "aliases", "ascii", "latin_1", "utf_8", "utf_8_sig"})
 # Extension modules not copied, by the start of their names: those that load libraries beyond the C library
 # such as OpenSSL, libffi, libmpdec, bz2, lzma, sqlite, ncurses, readline, gdbm, libnsl, libuuid, libcrypt or
@@ -145,7 +156,7 @@ def kept(relative: str) -> bool:
     if top in SKIPPED or relative.endswith(SKIPPED_SUFFIXES):
         return False
     if top == "__pycache__":  # a top-level module's byte-compiled file: kept with the module
-        return f"{module}.py" not in SKIPPED and module not in SKIPPED
+        return module not in SKIPPED_MODULES
     if top == "encodings":
         return module in KEPT_ENCODINGS
     if top == "lib-dynload":
