@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cdi_helpers import SECRET, write_secret_specs, write_spec
 from conftest import REPO, MakeConfig, MakeEnvFile
 from envfile_comment_quote import comment_quote_file, hidden_line
 
@@ -231,6 +232,43 @@ def test_precreate_process_refused(
     proc = run_stage(config, proposed([f"NVIDIA_ENV_FROM_FILE={path}"]))
     assert (proc.returncode, proc.stdout) == (1, b"")
     assert proc.stderr.decode() == f"env file '{path}': must not be group- or world-writable (mode 0646)\n"
+
+
+def test_precreate_process_never_shows_spec_content(
+    tmp_path: Path, make_config: MakeConfig, make_env_file: MakeEnvFile
+) -> None:
+    """CDI mode: specs holding a secret where a refusal would quote it (two of them symlinks to root-only
+    files) are skipped with one warning each naming the file, the field and its position; a device only they
+    define is refused naming the files; the secret reaches neither stderr nor stdout."""
+    specs = tmp_path / "cdi"
+    reasons = write_secret_specs(specs, tmp_path / "root-only")
+    spec = {
+        "cdiVersion": "0.5.0",
+        "kind": "ok.com/gpu",
+        "devices": [{"name": "0", "containerEdits": {"env": ["OK=1"]}}],
+    }
+    good = write_spec(specs, "good.json", spec)
+    good.chmod(0o644)
+    accepted = make_env_file("NVIDIA_VISIBLE_DEVICES=ok.com/gpu=0\n")
+    refused = make_env_file("NVIDIA_VISIBLE_DEVICES=x.com/gpu=d\n", name="refused.env")
+    config = make_config(
+        f'[env-file]\ndirectories = ["{accepted.parent}"]\n[gpu-env]\ndevice-mode = "cdi"\n'
+        f'[gpu-env.cdi]\nspec-dirs = ["{specs}"]\nspec-cache = "{tmp_path / "spec-cache"}"\n'
+    )
+    proc = run_stage(config, proposed([f"NVIDIA_ENV_FROM_FILE={accepted}"]))
+    assert proc.returncode == 0, proc.stderr
+    assert "OK=1" in json.loads(proc.stdout)["process"]["env"]
+    warnings = [line.split(' msg="', 1)[1] for line in proc.stderr.decode().splitlines()]
+    listed = [name for name, _ in reasons]
+    assert warnings == [f'invalid CDI spec {specs}/{name}: {reason}; skipped"' for name, reason in reasons]
+    proc = run_stage(config, proposed([f"NVIDIA_ENV_FROM_FILE={refused}"]))
+    assert (proc.returncode, proc.stdout) == (1, b"")
+    skipped = ", ".join(f'"{specs}/{name}"' for name in listed[:4])
+    assert proc.stderr.decode().splitlines()[-1] == (
+        f"env file '{refused}': a device it requests is defined by no CDI spec in {specs} "
+        f"(skipped specs: {skipped} and {len(listed) - 4} more)"
+    )
+    assert SECRET.encode() not in proc.stderr
 
 
 # --- packaging/oci-hooks.d -------------------------------------------------------------------------------
