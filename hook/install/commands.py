@@ -172,8 +172,9 @@ def uninstall_command(
         bool,
         typer.Option(
             "--purge",
-            help="Also remove a runtime wrapper an earlier uninstall kept for running containers, once "
-            "none uses it (every uninstall does this too).",
+            help="Also remove what uninstall keeps: a runtime wrapper an earlier uninstall kept for running "
+            "containers, once none uses it (every uninstall does this too), and, once no install is "
+            "left, the refusal log and the naming key.",
         ),
     ] = False,
     proc: Annotated[
@@ -192,7 +193,7 @@ def uninstall_command(
         raise InstallError("uninstall: give --engine, or --purge to remove only what earlier uninstalls kept")
     os.umask(INSTALL_UMASK)
     chosen = resolve_engine(engine, root) if engine is not None else None
-    lines = write_uninstall(chosen, os.path.abspath(root), dry_run=dry_run, proc=proc)
+    lines = write_uninstall(chosen, os.path.abspath(root), dry_run=dry_run, proc=proc, purge=purge)
     for line in lines:
         typer.echo(line)
 

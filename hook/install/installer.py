@@ -429,17 +429,23 @@ def undo_file(
 
 
 def write_uninstall(
-    engine: str | None, root: str = "/", *, dry_run: bool = False, proc: str | None = None
+    engine: str | None,
+    root: str = "/",
+    *,
+    dry_run: bool = False,
+    proc: str | None = None,
+    purge: bool = False,
 ) -> list[str]:
     """Undo what ``install --engine engine`` wrote under ``root``, retiring a runtime wrapper containers still
     use; then remove what earlier uninstalls retired, where no container uses it any more (``engine`` None:
-    only that). ``proc``: the node's /proc as seen from here (default ``<root>/proc``). Return the report."""
+    only that), and with ``purge``, once no install is left, the refusal log and the naming key
+    (``purge_files``). ``proc``: the node's /proc as seen from here (default ``<root>/proc``). Return the
+    report."""
     if engine is not None and engine not in ENGINES:
         raise InstallError(f"--engine {engine}: must be one of {', '.join(ENGINES)}")
     check_root(root)
     if engine is None:
-        purged = purge_retired(root, proc=proc, dry_run=dry_run)
-        return purged or [f"nothing retired under {root} (no {rooted(root, RETIRED_PATH)})"]
+        return write_purge(root, proc=proc, dry_run=dry_run, files=purge)
     manifest = load_manifest(root, engine)
     manifest_at = rooted(root, manifest_path(engine))
     if manifest is None:
@@ -474,6 +480,7 @@ def write_uninstall(
         return next_last(
             lines
             + purge_retired(root, proc=proc, dry_run=True)
+            + (purge_files(NodeRoot(root), engine, dry_run=True) if purge else [])
             + nri_note(manifest)
             + list(AFTER_UNINSTALL[engine]())
         )
@@ -486,6 +493,8 @@ def write_uninstall(
         # The last engine: nothing starts the package any more (a retired wrapper runs no Python).
         lines += tree.remove_tree(node, manifest["tree"])
         lines += remove_spec_caches(node, manifest, dry_run=False)
+    if purge:  # before the directories: those install created then go too
+        lines += purge_files(node, engine, dry_run=False)
     for directory in reversed(manifest["directories"]):
         where = rooted(root, directory)
         # Another engine's install lists it too (an env-file directory, empty but still needed): it stays.
@@ -598,6 +607,43 @@ def record_retired(root: str, entries: list[dict[str, Any]], directories: list[s
     record["directories"] = merged
     data = dump_json(record, "install-manifest", node.show(RETIRED_PATH))
     node.write_atomic(RETIRED_PATH, data, mode=0o600)
+
+
+def write_purge(root: str, *, proc: str | None, dry_run: bool, files: bool) -> list[str]:
+    """``uninstall --purge`` alone: what earlier uninstalls retired, and (``files``) ``purge_files`` with
+    their directories when that leaves them empty."""
+    lines = purge_retired(root, proc=proc, dry_run=dry_run)
+    lines = lines or [f"nothing retired under {root} (no {rooted(root, RETIRED_PATH)})"]
+    if not files:
+        return lines
+    node = NodeRoot(root)
+    lines += purge_files(node, None, dry_run=dry_run)
+    for directory in () if dry_run else (paths.REFUSAL_LOG_DIR, paths.STATE_DIR):
+        if node.is_dir(directory) and node.rmdir(directory):
+            lines.append(f"removed directory {node.show(directory)}")
+    return lines
+
+
+def purge_files(node: NodeRoot, engine: str | None, *, dry_run: bool) -> list[str]:
+    """``uninstall --purge``: once no install but ``engine``'s (which this uninstall removes) is left, remove
+    what the stages and the producer leave on the node's persistent storage: the refusal log (and its previous
+    part) and the naming key. Nothing else: config.toml is the administrator's (and NVIDIA's); env files and
+    allocation specs are the device plugin's, on ``/run``."""
+    from hook.producer.namekey import DEFAULT_PATH
+
+    present = [
+        path
+        for path in (paths.REFUSAL_LOG, paths.REFUSAL_LOG + ".1", DEFAULT_PATH)
+        if node.lstat(path) is not None
+    ]
+    installed = [other for other in ENGINES if other != engine and load_manifest(node.path, other)]
+    if installed:
+        shown = ", ".join(node.show(path) for path in present)
+        return [f"kept {shown}: still installed for {', '.join(installed)}"] if present else []
+    if not dry_run:
+        for path in present:
+            node.unlink(path)
+    return [f"{'would remove' if dry_run else 'removed'} {node.show(path)}" for path in present]
 
 
 def purge_retired(root: str, *, proc: str | None, dry_run: bool) -> list[str]:

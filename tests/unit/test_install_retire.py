@@ -342,3 +342,59 @@ def test_an_upgrade_retires_a_wrapper_it_no_longer_installs_while_a_container_us
     write_uninstall(None, str(node), proc=str(proc.root))
     assert not (node / legacy.lstrip("/")).exists()
     assert (node / WRAPPER.lstrip("/")).is_file()
+
+
+def hook_command(*args: str, env: dict[str, str] | None = None) -> list[str]:
+    """Run a gpu-env-hook command (it must succeed, nothing on stderr); return its stdout's lines."""
+    done = subprocess.run(
+        [PYTHON, "-I", "-m", "hook", *args],
+        env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    return done.stdout.splitlines()
+
+
+def test_purge_removes_the_refusal_log_and_the_naming_key_once_no_install_is_left(node: Path) -> None:
+    """What uninstall keeps of ours (the refusal log and its previous part, the naming key) stays while
+    another engine's install needs it (`uninstall --engine X --purge` says so), stays after a plain uninstall,
+    and goes with `uninstall --purge`: the node is as before install; the administrator's file in the state
+    directory and config.toml are never touched."""
+    config = node / "etc/nvidia-container-runtime/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[env-file]\n")
+    before = snapshot(node)
+    root = ("--root", str(node))
+    for engine in ("containerd", "podman"):
+        hook_command("install", "--engine", engine, *root, "--python", PYTHON)
+    log = node / paths.REFUSAL_LOG.lstrip("/")
+    for part in (log, log.with_name(log.name + ".1")):
+        part.write_text("2026-12-05T00:00:00Z precreate exit status 14: ...\n")
+        part.chmod(0o600)
+    key = node / "var/lib/gpu-env-hook/alloc.key"
+    hook_command("env-file", "path", "fake0", env={"GPU_ENV_HOOK_NAME_KEY": str(key)})
+    assert key.is_file()
+
+    lines = hook_command("uninstall", "--engine", "containerd", "--purge", *root)
+    assert f"kept {log}, {log}.1, {key}: still installed for podman" in lines
+    lines = hook_command("uninstall", "--engine", "podman", *root)
+    assert f"kept directory {node}/var/log/gpu-env-hook: it holds files install did not write" in lines
+    assert key.is_file()
+    notes = node / "var/lib/gpu-env-hook/notes.txt"  # not ours: purge leaves it, and its directory
+    notes.write_text("the administrator's\n")
+    assert hook_command("uninstall", "--purge", *root, "--dry-run")[1:] == [
+        f"would remove {log}",
+        f"would remove {log}.1",
+        f"would remove {key}",
+    ]
+    assert hook_command("uninstall", "--purge", *root)[1:] == [
+        f"removed {log}",
+        f"removed {log}.1",
+        f"removed {key}",
+        f"removed directory {node}/var/log/gpu-env-hook",
+    ]
+    assert notes.read_text() == "the administrator's\n"
+    notes.unlink()
+    hook_command("uninstall", "--purge", *root)
+    after = snapshot(node)
+    assert {name: after.get(name) for name in before} == before
+    assert sorted(set(after) - set(before)) == ["var", "var/lib", "var/log"]  # the node's own, in a real /
