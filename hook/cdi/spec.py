@@ -361,28 +361,26 @@ def _children(node: "Any") -> "list[Any]":
     return items
 
 
-def check_shape(value: object, shape: object, where: str, *, reveal: bool = False) -> object:
+def check_shape(value: object, shape: object, where: str, reveal: bool = False) -> object:
     """Type-check ``value`` against a shape (a kind, ``[shape]`` or a table); return it with nulls dropped.
     An unknown field is named by its place in the object, and (``reveal``) quoted."""
     if isinstance(shape, dict):
         if not isinstance(value, dict):
             raise CdiError(f"{where or 'the spec'} must be an object")
         checked: dict[str, object] = {}
-        for index, (key, item) in enumerate(value.items(), 1):
+        for key, item in value.items():
             if key not in shape:
                 if reveal:
                     raise CdiError(f"{where or 'the spec'} has unknown field {quote(str(key))}")
+                index = list(value).index(key) + 1
                 raise CdiError(f"{where or 'the spec'} has an unknown field (its field {index})")
             if item is not None:
-                checked[key] = check_shape(item, shape[key], _join(where, key), reveal=reveal)
+                checked[key] = check_shape(item, shape[key], _join(where, key), reveal)
         return checked
     if isinstance(shape, list):
         if not isinstance(value, list):
             raise CdiError(f"{where} must be an array")
-        return [
-            check_shape(item, shape[0], f"{where}[{index}]", reveal=reveal)
-            for index, item in enumerate(value)
-        ]
+        return [check_shape(item, shape[0], f"{where}[{index}]", reveal) for index, item in enumerate(value)]
     return _check_scalar(value, str(shape), where)
 
 
@@ -438,7 +436,7 @@ def build_spec(document: object, *, path: str, priority: int, reveal: bool = Fal
     quotes it; without it (a container's start: the hook, the shim, precreate, the NRI plugin, whose lines
     reach engine logs and pod events), no decoded key or value of the file is shown, only where it is.
     """
-    checked = check_shape(document, _SPEC, "", reveal=reveal)
+    checked = check_shape(document, _SPEC, "", reveal)
     assert isinstance(checked, dict)  # noqa: S101 - the shape is a table
     reason = version_error(checked, reveal=reveal)
     if reason is not None:
@@ -448,20 +446,19 @@ def build_spec(document: object, *, path: str, priority: int, reveal: bool = Fal
     for problem in (vendor_error(vendor, reveal=reveal), class_error(klass, reveal=reveal)):
         if problem is not None:
             raise CdiError(f"kind: {problem}")
-    problem = edits_error(checked.get("containerEdits"), "containerEdits", reveal=reveal)
+    problem = edits_error(checked.get("containerEdits"), None, reveal=reveal)
     if problem is not None:
         raise CdiError(problem)
     devices: dict[str, dict[str, Any]] = {}
     indexes: dict[str, int] = {}
     for index, device in enumerate(checked.get("devices", [])):
-        where = f"devices[{index}]"
         name = str(device.get("name", ""))
-        problem = device_error(device, where, reveal=reveal)
+        problem = device_error(device, index, reveal=reveal)
         if problem is not None:
             raise CdiError(problem)
         if name in devices:
             raise CdiError(
-                f"{where}.name: invalid spec, multiple device{_shown(name, reveal)} "
+                f"devices[{index}].name: invalid spec, multiple device{_shown(name, reveal)} "
                 f"(as devices[{indexes[name]}])"
             )
         devices[name] = device
@@ -479,78 +476,92 @@ def build_spec(document: object, *, path: str, priority: int, reveal: bool = Fal
     )
 
 
-def device_error(device: "dict[str, Any]", where: str, *, reveal: bool = False) -> str | None:
-    """Say why the device entry at ``where`` is invalid: its name, empty edits, or invalid edits."""
+def device_error(device: "dict[str, Any]", index: int, *, reveal: bool = False) -> str | None:
+    """Say why the device entry ``devices[index]`` is invalid: its name, empty edits, or invalid edits."""
     problem = device_name_error(str(device.get("name", "")), reveal=reveal)
     if problem is not None:
-        return f"{where}.name: {problem}"
+        return f"devices[{index}].name: {problem}"
     edits = device.get("containerEdits") or {}
     if not any(edits.get(key) for key in ("env", "deviceNodes", "hooks", "mounts", "additionalGids")) and (
         edits.get("intelRdt") is None and not edits.get("netDevices")
     ):
-        return f"{where}.containerEdits: invalid device, empty device edits"
-    return edits_error(edits, f"{where}.containerEdits", reveal=reveal)
+        return f"devices[{index}].containerEdits: invalid device, empty device edits"
+    return edits_error(edits, index, reveal=reveal)
 
 
-def edits_error(edits: "dict[str, Any] | None", where: str, *, reveal: bool = False) -> str | None:
-    """Say why the container edits at ``where`` are invalid (env, device nodes, hooks, mounts, Intel RDT,
-    net devices), naming the field at fault."""
+def edits_error(edits: "dict[str, Any] | None", device: int | None, *, reveal: bool = False) -> str | None:
+    """Say why container edits are invalid (env, device nodes, hooks, mounts, Intel RDT, net devices),
+    naming the field at fault: the spec's own edits (``device`` None) or those of ``devices[device]``. The
+    path and the index are worked out only for a refusal (every create validates every spec; the first
+    entry equal to the one at fault is that one, as an earlier equal one would have failed first)."""
     if not edits:
         return None
-    for index, entry in enumerate(edits.get("env", [])):
+    env = edits.get("env", [])
+    for entry in env:
         if entry.find("=") <= 0:
-            return f"{where}.env[{index}]: invalid environment variable{_shown(entry, reveal)}"
-    for index, node in enumerate(edits.get("deviceNodes", [])):
-        problem = _node_error(node, f"{where}.deviceNodes[{index}]", reveal)
+            where = f"{_edits_path(device)}.env[{env.index(entry)}]"
+            return f"{where}: invalid environment variable{_shown(entry, reveal)}"
+    nodes = edits.get("deviceNodes", [])
+    for node in nodes:
+        problem = _node_error(node, reveal)
         if problem is not None:
-            return problem
-    for index, hook in enumerate(edits.get("hooks", [])):
-        problem = _hook_error(hook, f"{where}.hooks[{index}]", reveal)
+            return f"{_edits_path(device)}.deviceNodes[{nodes.index(node)}]{problem}"
+    hooks = edits.get("hooks", [])
+    for hook in hooks:
+        problem = _hook_error(hook, reveal)
         if problem is not None:
-            return problem
-    for index, mount in enumerate(edits.get("mounts", [])):
-        if not mount.get("hostPath"):
-            return f"{where}.mounts[{index}].hostPath: invalid mount, empty host path"
-        if not mount.get("containerPath"):
-            return f"{where}.mounts[{index}].containerPath: invalid mount, empty container path"
+            return f"{_edits_path(device)}.hooks[{hooks.index(hook)}]{problem}"
+    mounts = edits.get("mounts", [])
+    for mount in mounts:
+        for field, what in (("hostPath", "host path"), ("containerPath", "container path")):
+            if not mount.get(field):
+                where = f"{_edits_path(device)}.mounts[{mounts.index(mount)}].{field}"
+                return f"{where}: invalid mount, empty {what}"
     rdt = edits.get("intelRdt")
     if rdt is not None:
         clos = str(rdt.get("closID", ""))
         if clos != "/" and (len(clos) >= 4096 or clos in (".", "..") or "/" in clos or "\n" in clos):
-            return f"{where}.intelRdt.closID: invalid ClosID"
-    return _net_devices_error(edits.get("netDevices", []), f"{where}.netDevices", reveal)
+            return f"{_edits_path(device)}.intelRdt.closID: invalid ClosID"
+    net = edits.get("netDevices")
+    return _net_devices_error(net, f"{_edits_path(device)}.netDevices", reveal) if net else None
 
 
-def _node_error(node: "dict[str, Any]", where: str, reveal: bool) -> str | None:
+def _edits_path(device: int | None) -> str:
+    return "containerEdits" if device is None else f"devices[{device}].containerEdits"
+
+
+def _node_error(node: "dict[str, Any]", reveal: bool) -> str | None:
+    """Why a device node is invalid, from its field on (``.type: invalid type``)."""
     if not str(node.get("path", "")):
-        return f"{where}.path: invalid (empty) device path"
+        return ".path: invalid (empty) device path"
     kind = str(node.get("type", ""))
     if kind not in DEVICE_TYPES:
-        return f"{where}.type: invalid type{_shown(kind, reveal)}"
+        return f".type: invalid type{_shown(kind, reveal)}"
     major, minor = node.get("major", 0), node.get("minor", 0)
     if major < 0 or minor < 0:  # -1 would be read as a wildcard
         number = f" {major}:{minor}" if reveal else ""
-        return f"{where}: invalid (negative) device number{number} (major, minor)"
+        return f": invalid (negative) device number{number} (major, minor)"
     permissions = str(node.get("permissions", ""))
     if permissions != NO_PERMISSIONS and permissions.strip("rwm"):
-        return f"{where}.permissions: invalid permissions{_shown(permissions, reveal)}"
+        return f".permissions: invalid permissions{_shown(permissions, reveal)}"
     return None
 
 
-def _hook_error(hook: "dict[str, Any]", where: str, reveal: bool) -> str | None:
+def _hook_error(hook: "dict[str, Any]", reveal: bool) -> str | None:
+    """Why a hook is invalid, from its field on (``.hookName: invalid hook name``)."""
     name = str(hook.get("hookName", ""))
     if name not in HOOK_STAGES:
         stages = ", ".join(HOOK_STAGES)
-        return f"{where}.hookName: invalid hook name{_shown(name, reveal)} (want one of {stages})"
+        return f".hookName: invalid hook name{_shown(name, reveal)} (want one of {stages})"
     # From here on the name is one of HOOK_STAGES: no content of the file, shown either way.
     if not hook.get("path"):
-        return f"{where}.path: invalid hook {quote(name)} with empty path"
+        return f".path: invalid hook {quote(name)} with empty path"
     if hook.get("timeout", 0) < 0:
         timeout = f" {hook['timeout']}" if reveal else ""
-        return f"{where}.timeout: invalid hook {quote(name)}: negative timeout{timeout}"
+        return f".timeout: invalid hook {quote(name)}: negative timeout{timeout}"
     for index, entry in enumerate(hook.get("env", [])):
         if entry.find("=") <= 0:
-            return f"{where}.env[{index}]: invalid environment variable{_shown(entry, reveal)}"
+            return f".env[{index}]: invalid environment variable{_shown(entry, reveal)}"
     return None
 
 
