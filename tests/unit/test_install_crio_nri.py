@@ -9,6 +9,7 @@ named by ``GPU_ENV_HOOK_CRIO``.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -147,3 +148,29 @@ def test_real_crio_loads_the_dropin_with_nri_on_and_every_setting(tmp_path: Path
     assert handler["runtime_path"] == paths.runtime_wrapper("crio")
     if "3s" in main:
         assert config_value(done.stdout, "crio.nri", "nri_plugin_request_timeout") == '"3s"'
+
+
+def test_install_md_example_runs_and_shows_what_install_writes(tmp_path: Path) -> None:
+    """docs/install.md's CRI-O NRI example: its install line runs (beneath a node root) on a node whose
+    crio.conf switches NRI off, and the drop-in ends with the fragment the page shows."""
+    import re
+    import shlex
+
+    from conftest import REPO
+
+    text = (REPO / "docs" / "install.md").read_text(encoding="utf-8")
+    section = text[text.index("### CRI-O with the NRI plugin") :]
+    commands = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    fragment = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
+    assert commands is not None
+    assert fragment is not None
+    line = commands.group(1).splitlines()[0]
+    assert line == "gpu-env-hook install --engine crio --nri"
+    node = write_node(tmp_path, {"/etc/crio/crio.conf": RUNC_MAIN + NRI_OFF})
+    argv = shlex.split(line)[1:] + ["--root", str(node), "--python", PYTHON, "--nri-python", PYTHON]
+    done = subprocess.run(
+        [PYTHON, "-I", "-m", "hook", *argv], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    shown = "\n".join(part.strip() for part in fragment.group(1).splitlines()).strip() + "\n"
+    assert (node / OURS.lstrip("/")).read_text().endswith(shown)
