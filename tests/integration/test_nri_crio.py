@@ -3,14 +3,22 @@
 CRI-O is not packaged for Debian 12: these tests run a build found through ``GPU_ENV_HOOK_CRIO`` (a directory
 holding ``crio`` and ``pinns``, or one with them in ``bin/``) and are skipped where it is absent. Each test
 starts its own daemon (``tests/integration/crio.py``: NRI on, as CRI-O 1.36 has it by default, its socket
-under the test's directory; CDI specs from the node's ``/etc/cdi``) and the plugin as a process, and stops
-both, even when it fails.
+under the test's directory; CDI specs, the env-file guard's among them, from the node's ``/etc/cdi``) and
+the plugin as a process, and stops both, even when it fails.
+
+What holds on CRI-O 1.36.3 for the env-file guard (``hook.install.guard``): CRI-O injects the CDI devices
+CRI names (kubelet's CDIDevices) into the spec before NRI CreateContainer, so the plugin sees the guard's
+mount; it applies an adjustment's removal of that mount; and it runs ``runc create`` within CreateContainer,
+so without the removal the creation itself fails (runc cannot stat the source) and the container never
+exists. A plugin past the 2 s request timeout is dropped and the container created without its adjustment:
+the guard fails it the same way.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,7 +32,17 @@ from cri import CriClient, read_cri_log, remove_pod, start_pod
 from crio import CRIO_IMAGE, Crio, node_config, running
 from engine_builds import crio_dir
 from runc_hooks import STANDIN_CLI
-from test_nri_containerd import ENV_DIR, ENV_FILE, PYTHON, VAR, write_cdi_spec, write_env_file
+from test_nri_containerd import (
+    ENV_FILE,
+    GUARD,
+    GUARD_FAILED,
+    PYTHON,
+    VAR,
+    write_cdi_spec,
+    write_guard_spec,
+)
+
+from hook.util import paths
 
 pytestmark = [
     pytest.mark.integration,
@@ -32,6 +50,15 @@ pytestmark = [
         os.geteuid() != 0 or crio_dir() is None, reason="needs root and GPU_ENV_HOOK_CRIO (CRI-O)"
     ),
 ]
+
+
+def write_env_file(directory: Path, name: str, content: str) -> Path:
+    """A root-owned 0644 env file in the test's env-file directory."""
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / name
+    path.write_text(content)
+    path.chmod(0o644)
+    return path
 
 
 class Node:
@@ -45,10 +72,12 @@ class Node:
         self.client = CriClient(daemon.address)
         self.plugin: subprocess.Popen[bytes] | None = None
         self.plugin_log = tmp_path / "plugin.log"
+        self.env_dir = tmp_path / "nvidia-env"
 
     def start_plugin(self, argv: list[str] | None = None) -> None:
         """Start ``gpu-env-hook nri`` on CRI-O's NRI socket (or ``argv``) and wait until CRI-O has configured
         it."""
+        configured = self.configured()
         if argv is None:
             argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri"]
             argv.append(str(self.daemon.nri_socket))
@@ -61,10 +90,16 @@ class Node:
                 start_new_session=True,
             )
         deadline = time.monotonic() + 30
-        while "configured by cri-o" not in self.plugin_log.read_text(errors="replace"):
+        while self.configured() == configured:
             assert self.plugin.poll() is None, self.plugin_log.read_text()
             assert time.monotonic() < deadline, f"plugin not configured: {self.plugin_log.read_text()}"
             time.sleep(0.05)
+
+    def configured(self) -> int:
+        """How many times CRI-O configured a plugin of this test (each logs its Configure)."""
+        if not self.plugin_log.exists():
+            return 0
+        return self.plugin_log.read_text(errors="replace").count("configured by cri-o")
 
     def stop_plugin(self) -> None:
         """Stop the plugin (TERM, then KILL) and wait for it."""
@@ -115,14 +150,15 @@ def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
-    """CRI-O with NRI (its default), the test GPUs' CDI spec in the node's /etc/cdi, a hook config using the
-    stand-in cli; in CDI mode when parametrized with "cdi"."""
+    """CRI-O with NRI (its default), the test GPUs' CDI spec and the env-file guard's (as install writes it)
+    in the node's /etc/cdi, a hook config using the stand-in cli; in CDI mode when parametrized with "cdi"."""
     device_mode = getattr(request, "param", "legacy")
     tree = tmp_path / "node"
     (tree / "etc/crio").mkdir(parents=True)
     (tree / "etc/crio/crio.conf").write_text(node_config(tmp_path / "daemon"))
     cdi = tree / "etc/cdi"
     write_cdi_spec(cdi)
+    write_guard_spec(cdi)
     records = tmp_path / "cli-records"
     records.mkdir()
     hook_config = tmp_path / "gpu-env-hook.toml"
@@ -131,7 +167,7 @@ def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) ->
         f'path = "{STANDIN_CLI}"\n'
         f'environment = ["STANDIN_RECORD_DIR={records}"]\n'
         "[env-file]\n"
-        f'directories = ["{ENV_DIR}"]\n'
+        f'directories = ["{tmp_path / "nvidia-env"}"]\n'
         f'[gpu-env]\ndevice-mode = "{device_mode}"\n'
         f'[gpu-env.cdi]\nspec-dirs = ["{cdi}"]\nspec-cache = "{tmp_path / "spec-cache"}"\n'
     )
@@ -151,9 +187,11 @@ def test_env_file_applied_from_the_nri_identity_another_pods_refused(node: Node)
     stand-in cli is called once with its devices through our prestart hook; a file pinned to another pod is
     refused at CreateContainer with our one line, naming CRI-O's annotation key, no file content echoed."""
     pinned = write_env_file(
-        "crio-a.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-a\nGPU_ENV_HOOK_CONTAINER_NAME=gpu-a\n"
+        node.env_dir,
+        "crio-a.env",
+        ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-a\nGPU_ENV_HOOK_CONTAINER_NAME=gpu-a\n",
     )
-    other = write_env_file("crio-b.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-someone-else\n")
+    other = write_env_file(node.env_dir, "crio-b.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-someone-else\n")
     node.start_plugin()
     assert "configured by cri-o 1.36" in node.plugin_log.read_text()
 
@@ -186,7 +224,7 @@ def test_cdi_mode_crio_injects_the_devices_named_by_nri(node: Node) -> None:
     names); their edits (a variable, a device node) are in the container, the process sees the file's
     variables, and no hook or cli runs."""
     env_file = write_env_file(
-        "crio-cdi.env", "GPU_ENV_HOOK_POD_UID=uid-gpu-cdi\nNVIDIA_VISIBLE_DEVICES=3\nA=1\n"
+        node.env_dir, "crio-cdi.env", "GPU_ENV_HOOK_POD_UID=uid-gpu-cdi\nNVIDIA_VISIBLE_DEVICES=3\nA=1\n"
     )
     node.start_plugin()
     status, stdout = node.run("gpu-cdi", {VAR: str(env_file)}, ["/bin/sh", "-c", "env; ls /dev"])
@@ -199,7 +237,7 @@ def test_cdi_mode_crio_injects_the_devices_named_by_nri(node: Node) -> None:
 def test_pod_annotations_cannot_forge_the_identity(node: Node) -> None:
     """A pod annotated with CRI-O's own pod-uid key and the victim's uid is still the pod it is: the identity
     comes from NRI's PodSandbox, never from an annotation."""
-    victim = write_env_file("crio-victim.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-victim\n")
+    victim = write_env_file(node.env_dir, "crio-victim.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-victim\n")
     node.start_plugin()
     client = node.client
     config = client.sandbox_config(
@@ -226,9 +264,10 @@ def test_pod_annotations_cannot_forge_the_identity(node: Node) -> None:
 
 def test_install_nri_end_to_end_on_a_node_with_nri_off(tmp_path: Path, image_archive: Path) -> None:
     """``install --engine crio --nri`` on a node whose crio.conf switches NRI off: CRI-O starts with the node's
-    files plus the drop-in (NRI on at its default socket); the plugin, run as the unit's ExecStart says (in
-    the node's mount namespace, as systemd runs it there), connects, applies a pinned file and refuses
-    another pod's; uninstall restores every byte."""
+    files plus the drop-in (NRI on at its default socket) and install's env-file guard in /etc/cdi; before
+    the plugin runs, an env-file container with the guard's device is never created; the plugin, run as the
+    unit's ExecStart says (in the node's mount namespace, as systemd runs it there), connects, applies a
+    pinned file and refuses another pod's; uninstall restores every byte."""
     import shlex
 
     from test_containerd import CONFIG, gpu_env_hook
@@ -242,7 +281,7 @@ def test_install_nri_end_to_end_on_a_node_with_nri_off(tmp_path: Path, image_arc
         f'path = "{STANDIN_CLI}"\n'
         f'environment = ["STANDIN_RECORD_DIR={records}"]\n'
         "[env-file]\n"
-        f'directories = ["{ENV_DIR}"]\n'
+        f'directories = ["{tmp_path / "nvidia-env"}"]\n'
     )
     tree = tmp_path / "node"
     (tree / "etc/crio").mkdir(parents=True)
@@ -262,24 +301,128 @@ def test_install_nri_end_to_end_on_a_node_with_nri_off(tmp_path: Path, image_arc
         for line in (tree / UNIT_PATH.lstrip("/")).read_text().splitlines()
         if line.startswith("ExecStart=")
     )
-    pinned = write_env_file("crio-e2e.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-e2e\n")
-    other = write_env_file("crio-e2e-other.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-another\n")
+    pinned = write_env_file(
+        tmp_path / "nvidia-env", "crio-e2e.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-e2e\n"
+    )
+    other = write_env_file(
+        tmp_path / "nvidia-env", "crio-e2e-other.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-another\n"
+    )
     with running(tree, tmp_path / "daemon") as daemon:
         daemon.import_image(image_archive)
         node = Node(tmp_path, daemon, tree / CONFIG.lstrip("/"), records)
         try:
+            assert GUARD_FAILED in never_created(node, "gpu-e2e", {VAR: str(pinned)})
             node.start_plugin(daemon.nsenter_argv(shlex.split(exec_start)))
-            status, stdout = node.run("gpu-e2e", {VAR: str(pinned)})
+            status, stdout = node.run("gpu-e2e", {VAR: str(pinned)}, cdi_devices=(GUARD,))
             assert (status.exit_code, status.reason) == (0, "Completed"), daemon.log()
             assert {"NVIDIA_VISIBLE_DEVICES=1,2", "USER_CUSTOM_ENV=hello", f"{VAR}="} <= set(stdout)
             assert any("--device=1,2" in call["argv"] for call in node.cli_calls())
-            with pytest.raises(grpc.RpcError) as refused:
-                node.run("gpu-e2e", {VAR: str(other)})
-            assert "is pinned to another pod (annotation io.kubernetes.pod.uid differs)" in (
-                refused.value.details() or ""
-            )
+            refused = never_created(node, "gpu-e2e", {VAR: str(other)})
+            assert "is pinned to another pod (annotation io.kubernetes.pod.uid differs)" in refused
         finally:
             node.stop_plugin()
             node.client.close()
     assert gpu_env_hook("uninstall", "--engine", "crio", "--root", str(tree)).returncode == 0
     assert {str(path): path.read_bytes() for path in tree.rglob("*") if path.is_file()} == before
+
+
+def never_created(node: Node, name: str, env: dict[str, str]) -> str:
+    """Create an env-file container with the guard's CDI device, as kubelet does with a device plugin's
+    Allocate; assert CRI-O refused the creation (it runs ``runc create`` in CreateContainer, where the guard's
+    mount fails): the container never existed, so never ran. Returns the refusal's details."""
+    with pytest.raises(grpc.RpcError) as refused:
+        node.run(name, env, cdi_devices=(GUARD,))
+    return refused.value.details() or ""
+
+
+def assert_plain_runs(node: Node) -> None:
+    """A container without an env file (and without the guard) starts and runs."""
+    status, stdout = node.run("plain", {"FROM_CRI": "yes"})
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "FROM_CRI=yes" in stdout
+
+
+def test_guard_applied_its_mount_is_gone_and_the_file_reaches_the_process(node: Node) -> None:
+    """The plugin applies the file: CRI-O injected the guard's CDI device before NRI CreateContainer, the
+    plugin's adjustment removed its mount, the container runs with the file's variables and without the
+    mount."""
+    env_file = write_env_file(node.env_dir, "crio-g.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-g\n")
+    node.start_plugin()
+    command = ["/bin/sh", "-c", "env; cat /proc/self/mountinfo"]
+    status, stdout = node.run("gpu-g", {VAR: str(env_file)}, command, cdi_devices=(GUARD,))
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout
+    assert not any(paths.ENV_FILE_GUARD_TARGET in line for line in stdout)
+
+
+def test_plugin_never_started_env_file_container_never_runs_others_do(node: Node) -> None:
+    """No plugin ever registered: CreateContainer of the env-file container fails on the guard's mount (runc:
+    no such file or directory); a plain container runs; nothing of ours ran."""
+    env_file = write_env_file(node.env_dir, "crio-n.env", ENV_FILE)
+    details = never_created(node, "gpu-n", {VAR: str(env_file)})
+    assert GUARD_FAILED in details, details
+    assert_plain_runs(node)
+    assert node.cli_calls() == []
+
+
+def test_plugin_killed_env_file_container_never_runs_others_do(node: Node) -> None:
+    """The plugin killed (SIGKILL): CRI-O creates without it; the env-file container never runs, a plain
+    one does; the plugin started again applies the file."""
+    env_file = write_env_file(node.env_dir, "crio-k.env", ENV_FILE)
+    node.start_plugin()
+    assert node.plugin is not None
+    node.plugin.kill()
+    node.plugin.wait(timeout=10)
+    node.plugin = None
+    details = never_created(node, "gpu-k", {VAR: str(env_file)})
+    assert GUARD_FAILED in details, details
+    assert_plain_runs(node)
+    node.start_plugin()
+    status, stdout = node.run("gpu-k", {VAR: str(env_file)}, cdi_devices=(GUARD,))
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout
+
+
+def test_plugin_past_the_timeout_env_file_container_never_runs_others_do(node: Node) -> None:
+    """A plugin that does not answer (SIGSTOP) past CRI-O's 2 s request timeout: CRI-O waits the 2 s, drops
+    the plugin and creates without its adjustment, so the guard's mount fails the env-file container's
+    creation (no error of NRI's own); then plain containers run without waiting; once the plugin runs again
+    it reconnects and the file is applied."""
+    env_file = write_env_file(node.env_dir, "crio-t.env", ENV_FILE)
+    node.start_plugin()
+    assert node.plugin is not None
+    os.kill(node.plugin.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        details = never_created(node, "gpu-t", {VAR: str(env_file)})
+        assert time.monotonic() - started >= 2.0
+        assert GUARD_FAILED in details, details
+        assert_plain_runs(node)
+        details = never_created(node, "gpu-t", {VAR: str(env_file)})
+        assert GUARD_FAILED in details, details
+    finally:
+        os.kill(node.plugin.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while node.configured() < 2:
+        assert time.monotonic() < deadline, node.plugin_log.read_text()
+        time.sleep(0.1)
+    status, stdout = node.run("gpu-t", {VAR: str(env_file)}, cdi_devices=(GUARD,))
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout
+
+
+def test_plugin_reconnects_after_crio_restarts(node: Node) -> None:
+    """CRI-O restarted: the plugin reconnects by itself and applies env files again."""
+    env_file = write_env_file(node.env_dir, "crio-r.env", ENV_FILE)
+    node.start_plugin()
+    node.daemon.stop()
+    node.daemon.start()
+    node.client.close()
+    node.client = CriClient(node.daemon.address)
+    deadline = time.monotonic() + 30
+    while node.configured() < 2:
+        assert time.monotonic() < deadline, node.plugin_log.read_text()
+        time.sleep(0.1)
+    status, stdout = node.run("gpu-r", {VAR: str(env_file)}, cdi_devices=(GUARD,))
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout

@@ -167,7 +167,7 @@ def test_install_md_example_runs_and_shows_what_install_writes(tmp_path: Path) -
     line = commands.group(1).splitlines()[0]
     assert line == "gpu-env-hook install --engine crio --nri"
     node = write_node(tmp_path, {"/etc/crio/crio.conf": RUNC_MAIN + NRI_OFF})
-    argv = shlex.split(line)[1:] + ["--root", str(node), "--python", PYTHON, "--nri-python", PYTHON]
+    argv = [*shlex.split(line)[1:], "--root", str(node), "--python", PYTHON, "--nri-python", PYTHON]
     done = subprocess.run(
         [PYTHON, "-I", "-m", "hook", *argv], capture_output=True, text=True, timeout=120, check=False
     )
