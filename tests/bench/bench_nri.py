@@ -27,7 +27,9 @@ Setups (the runtime handler each uses; one daemon, no restart between them):
   annotation; default handler. Runs only when the toolkit directory has ``nvidia-ctk-installer``.
 - ``ours-cdi``: the default handler, ``gpu-env-hook nri`` connected (CDI mode) in its own cgroup with the CPU
   and memory share of its pod's requests, each container naming its own env file (pinned to its pod) that
-  selects GPU 0; the fail-closed device, when install writes one, named in the CDI field beside it.
+  selects GPU 0, and in CRI's CDI field the env-file guard's device (``gpu-env-hook.io/env-file=required``,
+  its spec the bytes install writes), as a device plugin's Allocate returns them: the plugin applies the file,
+  removes the guard's mount and names ``nvidia.com/gpu=0``; no process of ours runs.
 - ``ours-legacy``: the same in legacy mode: our prestart hook hands the file's devices to the stand-in cli.
 
 The toolkit comes from the directory of ``GPU_ENV_HOOK_NVIDIA_RUNTIME`` (its ``nvidia-container-runtime``,
@@ -80,6 +82,9 @@ from containerd import CONTAINERD_IMAGE, Containerd, running, write_image_archiv
 from cri import CriClient  # noqa: E402
 from engine_builds import containerd2_dir, nvidia_toolkit_dir  # noqa: E402
 from runc_hooks import STANDIN_CLI  # noqa: E402
+
+from hook.install.guard import guard_spec  # noqa: E402
+from hook.util import paths  # noqa: E402
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
 GPUS = 4
@@ -426,7 +431,8 @@ class Bench:
         env_file = self.env_dir / f"{setup.key}-{index}.env"
         env_file.write_text(f"GPU_ENV_HOOK_POD_UID=uid-bench-{setup.key}\nNVIDIA_VISIBLE_DEVICES=0\n")
         env_file.chmod(0o644)
-        return {"NVIDIA_ENV_FROM_FILE": str(env_file)}, [], check
+        # As a device plugin's Allocate answers: the file and the env-file guard's CDI device.
+        return {"NVIDIA_ENV_FROM_FILE": str(env_file)}, [paths.ENV_FILE_GUARD_DEVICE], check
 
     @contextlib.contextmanager
     def plugin(self, setup: Setup) -> Iterator[Plugin | None]:
@@ -774,6 +780,8 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
 
     spec = nvidia_spec(make_driver_root(work / "driver"), toolkit / "nvidia-cdi-hook")
     (cdi_dir / "nvidia.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    # The env-file guard's spec, the bytes install writes (in /etc/cdi on a node): there in every setup.
+    (cdi_dir / Path(paths.ENV_FILE_GUARD_SPEC).name).write_bytes(guard_spec())
     records = work / "records" / "nvidia-legacy"
     binds = {"/etc/nvidia-container-runtime": nvidia_config(work, toolkit, cdi_dir, records)}
     tree = work / "node"
