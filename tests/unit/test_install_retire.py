@@ -398,3 +398,43 @@ def test_purge_removes_the_refusal_log_and_the_naming_key_once_no_install_is_lef
     after = snapshot(node)
     assert {name: after.get(name) for name in before} == before
     assert sorted(set(after) - set(before)) == ["var", "var/lib", "var/log"]  # the node's own, in a real /
+
+
+def test_remove_everything_example_runs_as_written_and_leaves_nothing() -> None:
+    """docs/install.md's "Remove everything" block, run as written on a node (a mount namespace whose
+    /opt, /usr/local, /usr/share/containers, /etc/tmpfiles.d, /var/lib, /var/log and /run start empty) after
+    `install --engine podman`, a refusal and a name made with the node's key: nothing is left."""
+    from test_node_engine import doc_block
+
+    block = doc_block("docs/install.md", "### Remove everything", "sh")
+    places = (
+        "/opt",
+        "/usr/local",
+        "/usr/share/containers",
+        "/etc/tmpfiles.d",
+        "/var/lib",
+        "/var/log",
+        "/run",
+    )
+    script = "\n".join(
+        [
+            "set -e",
+            *(f"mount -t tmpfs -o mode=0755 tmpfs {place}" for place in places),
+            f"gpu-env-hook install --engine podman --python {PYTHON} >/dev/null",
+            "echo 'precreate exit status 14: ...' > /var/log/gpu-env-hook/refusals.log",
+            "gpu-env-hook env-file path fake0 >/dev/null",  # the node's key, /var/lib/gpu-env-hook/alloc.key
+            "test -f /var/lib/gpu-env-hook/alloc.key",
+            block,
+            f"find {' '.join(places)} -mindepth 1 ! -path /run/mount",
+        ]
+    )
+    env = {name: value for name, value in os.environ.items() if name != "GPU_ENV_HOOK_NAME_KEY"}
+    env["PATH"] = f"{Path(PYTHON).parent}:/usr/sbin:/usr/bin:/sbin:/bin"
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    lines = done.stdout.splitlines()
+    assert "removed /var/lib/gpu-env-hook/alloc.key" in lines
+    assert lines[-1] == "nothing retired under / (no /var/lib/gpu-env-hook/retired.json)"  # nothing left
