@@ -89,6 +89,7 @@ def next_steps(lines: list[str]) -> list[str]:
             [CRIO_AFTER],
             id="crio",
         ),
+        pytest.param("crio", ("--nri",), [CRIO_RESTART, NRI_START], [NRI_STOP, CRIO_AFTER], id="crio-nri"),
         pytest.param("containerd", (), ["containerd-restart:runc"], [CONTAINERD_AFTER], id="containerd"),
         pytest.param(
             "containerd",
