@@ -241,7 +241,7 @@ def demo(work: Path) -> int:
 
     step(2, "the node's config.toml")
     env_dir = work / "nvidia-env"
-    env_dir.mkdir(mode=0o755)
+    env_dir.mkdir(mode=0o700)  # as install makes it (root's, 0700)
     config = write_config(work / "config.toml", cli=cli, cli_env=cli_env, env_dir=env_dir)
     show(config.read_text(encoding="utf-8"))
 
