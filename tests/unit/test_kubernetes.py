@@ -154,7 +154,7 @@ def test_pod_runs_the_images_entrypoint_with_the_settings_it_reads(container: di
         "MODE": "install",
         "ENGINE": "auto",
         "HOST": "/host",
-        "PY": "/usr/bin/python3",
+        "PY": "tree",
         "INSTALL_ARGS": "",
     }
     assert env == read
