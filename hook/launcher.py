@@ -1,18 +1,20 @@
 """How the engines start our Python, and how the process ends.
 
 Every start of the hook or the shim, whoever writes it (the wrappers ``install`` writes, the oci-hooks.d
-JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -X utf8 -c <code> ARGS``:
+JSON, the prestart hook the shim adds to a spec), is ``<python> -I -S -B -X utf8 -c <code> ARGS``:
 
 * ``-I``: no ``PYTHON*`` variable, no user site-packages, and neither the script's directory nor the
   working directory (runc runs hooks in the bundle) on ``sys.path``;
 * ``-S``: no ``site``: no site-packages, no ``.pth`` files (setuptools' ``_distutils_hack``), about 2 ms
   less per start; the one directory the package lives in is put on ``sys.path`` by the code instead;
+* ``-B``: no bytecode written, from the interpreter's first import on (the standard library's
+  ``encodings`` included): a start never writes where root's code lives (under the engine's umask, a
+  ``__pycache__`` there could be anyone's); ``install`` alone compiles the tree, with the modes it means
+  (``-I`` ignores PYTHONDONTWRITEBYTECODE);
 * ``-X utf8``: file names are UTF-8 bytes to the kernel under any locale (``C``, ``POSIX``, an ISO-8859
   one, none), as in config.json, whose paths are UTF-8 JSON text.
 
-The code (``build_code``) sets ``sys.dont_write_bytecode`` (a start never writes into the tree root's code
-runs from: ``install`` alone compiles it, with the modes it means; ``-I`` ignores PYTHONDONTWRITEBYTECODE),
-puts the package's directory first on ``sys.path`` and calls ``run`` here, which
+The code (``build_code``) puts the package's directory first on ``sys.path`` and calls ``run`` here, which
 imports the entry, calls its ``main`` and ends the process. For an installed tree (``/opt/gpu-env-hook``)
 the directory is read through the ``current`` symlink once, at start, so that one process runs one version
 even if ``install`` switches ``current`` meanwhile. A failure to load the package is one line on stderr and
@@ -46,7 +48,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-PYTHON_FLAGS = ("-I", "-S", "-X", "utf8")
+PYTHON_FLAGS = ("-I", "-S", "-B", "-X", "utf8")
 # The first line of every launch code: how the shim recognises a hook entry that already is ours.
 CODE_MARK = "# gpu-env-hook launch"
 CURRENT = "current"
@@ -89,7 +91,6 @@ def build_code(
     return (
         f"{CODE_MARK}\n"
         "import sys\n"
-        "sys.dont_write_bytecode = True\n"
         f"failed = {literal(prog + ': cannot load gpu-env-hook from ' + where + ': ')}\n"
         "try:\n"
         "    import posix\n"

@@ -10,16 +10,16 @@ for another Python must not break a node). So ``install`` copies the package int
             .gpu-env-hook-tree       what this directory is (only such directories are ever removed)
         current -> 0.1.0-1a2b3c4d5e6f
 
-and the wrappers and hooks JSON start ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launcher``), which
-reads ``current`` once and puts that version's ``lib`` on ``sys.path``. A version directory is named by its
-content, so it is never rewritten while something runs from it: a new version is built under a temporary
-name, renamed into place whole, and ``current`` is switched by an atomic rename of a new symlink. The
-version ``current`` pointed at before stays (a create that started just before the switch still imports
-from it); older ones are removed. Nothing else in the directory (a DaemonSet's interpreter, say) is touched.
+and the wrappers and hooks JSON start ``<python> -I -S -B -X utf8 -c <launch code>`` (``hook.launcher``),
+which reads ``current`` once and puts that version's ``lib`` on ``sys.path``. A version directory is named by
+its content, so it is never rewritten while something runs from it: a new version is built under a temporary
+name, renamed into place whole, and ``current`` is switched by an atomic rename of a new symlink. The version
+``current`` pointed at before stays (a create that started just before the switch still imports from it);
+older ones are removed. Nothing else in the directory (a DaemonSet's interpreter, say) is touched.
 
 When the interpreter the engines run is there at install, it byte-compiles the new version (``compileall``
 with the node paths as file names) before the rename. Without it (an interpreter that is not there yet),
-every start compiles in memory: the launch code never writes bytecode into the tree (``hook.launcher``).
+every start compiles in memory: a start never writes bytecode into the tree (``-B``, ``hook.launcher``).
 Whatever install puts into a version, and whatever made it, gets its mode from one place before the rename
 (``settle_modes``: directories 0755, files 0644 or 0755, owned by root), so the caller's umask never
 reaches the tree; a version install keeps that was not so (an earlier release under a loose umask) is

@@ -1,8 +1,8 @@
 """How the engines start our Python: the wrappers, the oci-hooks.d ``hook`` entry, and the runtime tree.
 
 Every start runs the node's own copy of the package (``hook.install.tree``: ``/opt/gpu-env-hook/current``)
-with a fixed interpreter, ``<python> -I -S -X utf8 -c <launch code>`` (``hook.launcher``), where ``<python>``
-is the node's interpreter or, with ``--python tree``, the tree's own started through its loader
+with a fixed interpreter, ``<python> -I -S -B -X utf8 -c <launch code>`` (``hook.launcher``), where
+``<python>`` is the node's interpreter or, with ``--python tree``, the tree's own started through its loader
 (``hook.launcher.python_command``: then nothing here needs the node's Python or C library, and only the
 runtime and hook wrappers need a ``/bin/sh``):
 

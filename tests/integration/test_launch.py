@@ -159,8 +159,8 @@ def test_installed_tree_runs_without_the_copy_it_came_from(node: Node) -> None:
     assert "--device=0,1" in record["argv"]
     hook = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"][0]
     lib = f"{paths.RUNTIME_TREE}/{versions[0].name}/lib"
-    assert hook["args"][:7] == [str(node.python), "-I", "-S", "-X", "utf8", "-c", hook["args"][6]]
-    assert repr(lib).strip("'") in hook["args"][6]
+    assert hook["args"][:8] == [str(node.python), "-I", "-S", "-B", "-X", "utf8", "-c", hook["args"][7]]
+    assert repr(lib).strip("'") in hook["args"][7]
     assert hook["timeout"] == 60
 
 

@@ -356,7 +356,7 @@ def test_hook_wrapper_runs_isolated_with_a_minimal_environment(
     caller: dict[str, str],
     expected_env: dict[str, str],
 ) -> None:
-    """The hook wrapper runs the fixed interpreter -I -S -X utf8 with the launch code (the tree's lib on
+    """The hook wrapper runs the fixed interpreter -I -S -B -X utf8 with the launch code (the tree's lib on
     sys.path), with only PATH plus the kept variables."""
     wrapper = tmp_path / "wrapper"
     wrapper.write_bytes(build_hook_wrapper("w", python=str(fake_python), config=config))
@@ -368,7 +368,7 @@ def test_hook_wrapper_runs_isolated_with_a_minimal_environment(
     args = [line[4:].replace("\x01", "\n") for line in lines if line.startswith("arg=")]
     env = dict(line[4:].split("=", 1) for line in lines if line.startswith("env="))
     code = build_code(HOOK_ENTRY, "gpu-env-hook", tree=paths.RUNTIME_TREE)
-    assert args == ["-I", "-S", "-X", "utf8", "-c", code, "prestart", "a b"]
+    assert args == ["-I", "-S", "-B", "-X", "utf8", "-c", code, "prestart", "a b"]
     env.pop("PWD", None)  # set by the fake interpreter's own shell
     assert env == expected_env
 
@@ -642,7 +642,7 @@ def test_crio_on_crun_and_containerd_on_runc_share_a_node(
 def test_hooks_json_names_its_engine_and_the_hook_wrapper_lets_it_through(
     node: Path, install: Install, engine: str
 ) -> None:
-    """The hooks JSON starts the interpreter itself (-I -S -X utf8, the launch script install wrote, the
+    """The hooks JSON starts the interpreter itself (-I -S -B -X utf8, the launch script install wrote, the
     refusal log) with a fixed environment naming the engine (GPU_ENV_HOOK_ENGINE) and the hook's timeout;
     the hook wrapper, which builds its environment from scratch, keeps that variable."""
     install(engine)
@@ -652,7 +652,7 @@ def test_hooks_json_names_its_engine_and_the_hook_wrapper_lets_it_through(
     refusals = ["-refusal-log", paths.REFUSAL_LOG]
     assert document["hook"] == {
         "path": PYTHON,
-        "args": [PYTHON, "-I", "-S", "-X", "utf8", paths.LAUNCH_SCRIPT, *refusals, "prestart"],
+        "args": [PYTHON, "-I", "-S", "-B", "-X", "utf8", paths.LAUNCH_SCRIPT, *refusals, "prestart"],
         "env": [f"PATH={paths.FIXED_PATH}", f"GPU_ENV_HOOK_ENGINE={engine}"],
         "timeout": 60,
     }

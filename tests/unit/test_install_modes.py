@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hook.install.manifest import manifest_path
-from hook.launcher import build_code
+from hook.launcher import PYTHON_DIR, PYTHON_FLAGS, build_code, bundled_command
 from hook.util import paths
 
 PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must keep its symlinked path
@@ -103,17 +103,11 @@ def test_every_mode_install_writes_is_the_one_it_means_under_any_umask(
     assert wrong == {}
 
 
-def test_a_start_never_writes_bytecode_into_the_tree(tmp_path: Path) -> None:
-    """A tree install could not compile (its interpreter was not there yet) stays without caches when the
-    engines start it under umask 000: the launch code writes no bytecode where root's code lives."""
-    root = tmp_path / "node"
-    root.mkdir()
-    install_under(root, 0o022, "--engine", "podman")
-    tree = root / paths.RUNTIME_TREE.lstrip("/")
-    assert not list(tree.rglob("__pycache__"))
+def start_under_umask_000(command: list[str], tree: Path) -> None:
+    """Run ``gpu-env-hook --version`` from ``tree`` as the engines start it (``PYTHON_FLAGS``), under umask 000."""
     code = build_code("hook.__main__", "gpu-env-hook", tree=str(tree))
     proc = subprocess.run(
-        [PYTHON, "-I", "-S", "-X", "utf8", "-c", code, "--version"],
+        [*command, *PYTHON_FLAGS, "-c", code, "--version"],
         capture_output=True,
         text=True,
         check=False,
@@ -121,7 +115,33 @@ def test_a_start_never_writes_bytecode_into_the_tree(tmp_path: Path) -> None:
         umask=0,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_start_never_writes_bytecode_into_the_tree(tmp_path: Path) -> None:
+    """A tree install could not compile (its interpreter was not there yet) stays without caches when the
+    engines start it under umask 000: the launch flags write no bytecode where root's code lives."""
+    root = tmp_path / "node"
+    root.mkdir()
+    install_under(root, 0o022, "--engine", "podman")
+    tree = root / paths.RUNTIME_TREE.lstrip("/")
     assert not list(tree.rglob("__pycache__"))
+    start_under_umask_000([PYTHON], tree)
+    assert not list(tree.rglob("__pycache__"))
+
+
+def test_a_start_of_the_tree_interpreter_writes_no_bytecode_either(tmp_path: Path) -> None:
+    """The interpreter copied into the tree (``--python tree``) imports its own standard library's
+    ``encodings`` before any launch code runs: with its caches gone, a start under umask 000 still writes
+    none (``-B``, not only the launch code's own setting)."""
+    root = tmp_path / "node"
+    root.mkdir()
+    install_under(root, 0o022, "--engine", "podman", "--python", "tree")
+    tree = root / paths.RUNTIME_TREE.lstrip("/")
+    version = (tree / "current").resolve()
+    for caches in list(version.rglob("__pycache__")):
+        shutil.rmtree(caches)
+    start_under_umask_000(bundled_command(str(version / PYTHON_DIR)), tree)
+    assert not list(version.rglob("__pycache__"))
 
 
 def test_install_again_repairs_a_tree_an_earlier_install_left_writable(tmp_path: Path) -> None:

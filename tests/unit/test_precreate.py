@@ -283,7 +283,7 @@ def test_precreate_process_never_shows_spec_content(
 )
 def test_oci_hooks_json(name: str, stage: str) -> None:
     """Each shipped hook JSON is the 1.0.0 format and starts the interpreter itself with the launch script
-    install writes (-I -S -X utf8) and the refusal log, a short argv podman can show whole, a fixed PATH, its
+    install writes (-I -S -B -X utf8) and the refusal log, a short argv podman can show whole, a fixed PATH, its
     engine (podman's: the pod-binding engine) and the hook's timeout."""
     document = json.loads((HOOKS_DIR / name).read_text())
     launch = [paths.LAUNCH_SCRIPT, "-refusal-log", paths.REFUSAL_LOG]
@@ -291,7 +291,7 @@ def test_oci_hooks_json(name: str, stage: str) -> None:
         "version": "1.0.0",
         "hook": {
             "path": "/usr/bin/python3",
-            "args": ["/usr/bin/python3", "-I", "-S", "-X", "utf8", *launch, stage],
+            "args": ["/usr/bin/python3", "-I", "-S", "-B", "-X", "utf8", *launch, stage],
             "env": [f"PATH={paths.FIXED_PATH}", "GPU_ENV_HOOK_ENGINE=podman"],
             "timeout": 60,
         },

@@ -372,11 +372,11 @@ CODE = build_code("hook.__main__", "gpu-env-hook", lib="/lib")
 def test_build_hook_entry(
     config: str | None, environ: dict[str, str], args: list[str], env: list[str]
 ) -> None:
-    """Our hook starts as the shim did (-I -S -X utf8, the shim's package directory) with a fixed PATH, the
+    """Our hook starts as the shim did (-I -S -B -X utf8, the shim's package directory) with a fixed PATH, the
     engine's name and the config file the shim used."""
     assert build_hook_entry(["/py"], config, environ, lib="/lib") == {
         "path": "/py",
-        "args": ["/py", "-I", "-S", "-X", "utf8", "-c", CODE, *args],
+        "args": ["/py", "-I", "-S", "-B", "-X", "utf8", "-c", CODE, *args],
         "env": [f"PATH={FIXED_PATH}", *env],
     }
 
@@ -384,7 +384,7 @@ def test_build_hook_entry(
 def test_build_hook_entry_with_site() -> None:
     """A shim started with site (a development venv) gives the hook site too: its dependencies are there."""
     entry = build_hook_entry(["/py"], None, {}, lib="/lib", isolated_site=False)
-    assert entry["args"] == ["/py", "-I", "-X", "utf8", "-c", CODE, "prestart"]
+    assert entry["args"] == ["/py", "-I", "-B", "-X", "utf8", "-c", CODE, "prestart"]
 
 
 def test_our_launch_code_is_a_gpu_hook() -> None:
@@ -687,6 +687,7 @@ def test_shim_create_merges_and_execs(
             "args": [
                 sys.executable,
                 "-I",
+                "-B",
                 "-X",
                 "utf8",
                 "-c",

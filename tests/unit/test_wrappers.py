@@ -87,7 +87,7 @@ def test_wrapper_and_shim_agree_on_the_command(wrapper: Path, argv: list[str]) -
     if ran == "runtime":
         assert args == argv
     else:
-        assert args[:5] == ["-I", "-S", "-X", "utf8", "-c"]
+        assert args[:6] == ["-I", "-S", "-B", "-X", "utf8", "-c"]
         assert args[-len(argv) :] == argv
 
 
