@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from hook.install.common import ENGINES
 from hook.install.manifest import manifest_path
+from hook.install.nri import UNIT_PATH
 from hook.launcher import PYTHON_DIR, PYTHON_FLAGS, build_code, bundled_command
 from hook.util import paths
 
@@ -20,7 +22,7 @@ PYTHON = os.path.abspath(sys.executable)  # noqa: PTH100 - a venv's python must 
 NODE_PYTHON = "/usr/bin/python3"
 ENV_DIR = "/run/nvidia-env"
 PRIVATE_DIRS = {paths.STATE_DIR, paths.REFUSAL_LOG_DIR, ENV_DIR}
-PRIVATE_FILES = {manifest_path("podman"), manifest_path("containerd")}
+PRIVATE_FILES = {manifest_path(engine) for engine in ENGINES}
 EXECUTABLES = {paths.HOOK_WRAPPER, paths.NVIDIA_HOOK_ALIAS, *paths.RUNTIME_WRAPPERS}
 
 
@@ -31,6 +33,11 @@ def make_node(tmp_path: Path) -> Path:
     shutil.copy2(os.path.realpath(PYTHON), root / NODE_PYTHON.lstrip("/"))
     (root / "etc/containerd").mkdir(parents=True)
     (root / "etc/containerd/config.toml").write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n')
+    containerd = root / "usr/bin/containerd"  # what --nri asks for its version: one with NRI
+    containerd.write_text(
+        "#!/bin/sh\necho 'containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437'\n"
+    )
+    containerd.chmod(0o755)
     return root
 
 
@@ -80,6 +87,13 @@ def modes(root: Path) -> dict[str, tuple[bool, int]]:
         pytest.param(0o002, ("--engine", "podman", "--precreate", "--as-nvidia-hook"), id="podman-umask-002"),
         pytest.param(0o000, ("--engine", "containerd"), id="containerd-umask-000"),
         pytest.param(0o077, ("--engine", "containerd"), id="containerd-umask-077"),
+        pytest.param(
+            0o000,
+            ("--engine", "containerd", "--nri", "--nri-python", NODE_PYTHON),
+            id="containerd-nri-unit-umask-000",
+        ),
+        pytest.param(0o000, ("--engine", "crio"), id="crio-umask-000"),
+        pytest.param(0o002, ("--engine", "docker", "--as-nvidia-hook"), id="docker-umask-002"),
     ],
 )
 def test_every_mode_install_writes_is_the_one_it_means_under_any_umask(
@@ -92,6 +106,8 @@ def test_every_mode_install_writes_is_the_one_it_means_under_any_umask(
     before = modes(root)
     install_under(root, umask, *args)
     written = {path: found for path, found in modes(root).items() if path not in before}
+    if "--nri" in args:
+        assert written[UNIT_PATH] == (False, 0o644)
     caches = [path for path in written if path.endswith(".pyc")]
     assert caches, "the tree was not byte-compiled"
     assert any("/__pycache__" in path for path, (is_dir, _) in written.items() if is_dir)
