@@ -298,7 +298,9 @@ def check_cli(root: str, settings: Any) -> Check:
 
 
 def check_env_directory(root: str, directory: str) -> Check:
-    """The env-file directory: exists, a real directory, root-owned, not group/world-writable, parents too."""
+    """The env-file directory: exists, a real directory, root-owned, not group/world-writable, and so is
+    every directory on the way to it (the walk install and the key use: the one holding it strictly, a
+    root-owned sticky one further up allowed)."""
     name = f"env dir {directory}"
     fix = f"mkdir -p {directory} && chown root:root {directory} && chmod 0700 {directory}"
     path = under(root, directory)
@@ -313,16 +315,15 @@ def check_env_directory(root: str, directory: str) -> Check:
     problem = _unsafe(info)
     if problem:
         return Check(name, ok=False, detail=problem, fix=fix)
-    parent = os.path.dirname(path)
-    top = os.path.abspath(root) if root not in ("", "/") else "/"
-    while parent.startswith(top) and parent != os.path.dirname(parent):
-        info = os.stat(parent)
-        problem = _unsafe(info, sticky_ok=True)
-        if problem:
-            return Check(name, ok=False, detail=f"parent {parent} {problem}", fix=f"chmod go-w {parent}")
-        if parent == top:
-            break
-        parent = os.path.dirname(parent)
+    from hook.util.beneath import untrusted_on_the_way
+
+    try:
+        found = untrusted_on_the_way(directory, root=root)
+    except OSError as err:
+        return Check(name, ok=False, detail=f"cannot stat a parent: {os_reason(err)}", fix=fix)
+    if found is not None:
+        parent = under(root, found[0])
+        return Check(name, ok=False, detail=f"parent {parent} {found[1]}", fix=f"chmod go-w {parent}")
     return Check(name, ok=True, detail=f"root-owned, mode {stat.S_IMODE(os.stat(path).st_mode):04o}")
 
 
@@ -358,12 +359,12 @@ def check_runtime_tree(root: str) -> Check:
     return Check(name, ok=True, detail=f"{version}: root-owned, writable by root alone, byte-compiled")
 
 
-def _unsafe(info: os.stat_result, *, sticky_ok: bool = False) -> str:
+def _unsafe(info: os.stat_result) -> str:
     """Say what is unsafe about an entry's owner or mode ('' when nothing): the rule install and the
     hook hold it to (``hook.util.beneath.trust_problem``)."""
     from hook.util.beneath import trust_problem
 
-    return trust_problem(info.st_uid, info.st_mode, sticky_ok=sticky_ok) or ""
+    return trust_problem(info.st_uid, info.st_mode) or ""
 
 
 # --- engines ---------------------------------------------------------------------------------------------

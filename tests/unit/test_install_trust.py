@@ -236,3 +236,18 @@ def test_the_walk_allows_a_sticky_ancestor_but_not_a_sticky_parent(tmp_path: Pat
         "must not be group- or world-writable (mode 1777)",
     )
     shutil.rmtree(sticky)
+
+
+def test_doctor_names_a_loose_parent_of_the_env_directory(tmp_path: Path) -> None:
+    """doctor judges the env-file directory's parents by the same walk: a 0777 directory holding it is named."""
+    from hook.commands.doctor import check_env_directory
+
+    root = tmp_path / "node"
+    (root / "run/nvidia-env").mkdir(parents=True, mode=0o700)
+    world_writable(root / "run")
+    check = check_env_directory(str(root), "/run/nvidia-env")
+    assert (check.ok, check.detail, check.fix) == (
+        False,
+        f"parent {root}/run must not be group- or world-writable (mode 0777)",
+        f"chmod go-w {root}/run",
+    )
