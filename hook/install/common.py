@@ -119,10 +119,10 @@ def check_trusted(
     except FileNotFoundError:
         return
     except OSError as err:
-        raise InstallError(f"{what} {path}: cannot inspect it: {os_reason(err, go=True)}") from None
+        raise InstallError(f"{what} {escape(path)}: cannot inspect it: {os_reason(err, go=True)}") from None
     if found is not None:
         at, problem = found
-        raise InstallError(f"{what} {path}: {rooted(root, at)} {problem}; {why}")
+        raise InstallError(f"{what} {escape(path)}: {escape(rooted(root, at))} {problem}; {why}")
 
 
 def tmpfiles_path(path: str) -> str:
