@@ -395,7 +395,9 @@ class Bench:
             mode: hook_config(work, mode, self.env_dir, work / "cdi", self.records["ours-legacy"])
             for mode in ("cdi", "legacy")
         }
-        self.cgroup = PluginCgroup(f"gpu-env-hook-bench-nri-{os.getpid()}", PLUGIN_CPU_MILLI, PLUGIN_MEMORY)
+        self.cgroup = PluginCgroup(
+            f"gpu-env-hook-bench-nri-{os.getpid()}", args.plugin_cpu, args.plugin_memory << 20
+        )
         self.pods: dict[str, tuple[str, Any]] = {}
         self.counter = 0
         self.block = ""
@@ -760,6 +762,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--answer-runs", type=int, default=2000, help="replays of a CreateContainer, in process"
     )
+    parser.add_argument(
+        "--plugin-cpu", type=int, default=PLUGIN_CPU_MILLI, help="the plugin pod's CPU request, m"
+    )
+    parser.add_argument("--plugin-memory", type=int, default=PLUGIN_MEMORY >> 20, help="its memory, MiB")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
     args = parser.parse_args(argv)
@@ -801,7 +807,9 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
             bench.figures = {setup.key: Figures() for setup in setups}
             for line in versions(binaries, toolkit, daemon):
                 print(line)
-            print(f"plugin cgroup: {bench.cgroup.description} (100m CPU, 64Mi: the plugin pod's requests)")
+            print(
+                f"plugin cgroup: {bench.cgroup.description} ({args.plugin_cpu}m CPU, {args.plugin_memory}Mi)"
+            )
             print(f"load before: {loadavg()}  (nproc {os.cpu_count()})")
             for setup in setups:
                 print(f"  {setup.key:<14} {setup.description}")
