@@ -115,6 +115,7 @@ class Setup:
     plugin: str | None  # None, "nvidia", "ours-cdi", "ours-legacy"
     mode: str  # "cdi" or "legacy": what the container is checked for
     description: str
+    share: bool = True  # our plugin in the cgroup of its pod's requests
 
 
 SETUPS = (
@@ -124,6 +125,11 @@ SETUPS = (
     Setup("nvidia-nri", "", "nvidia", "cdi", "runc, NVIDIA's NRI plugin, pod annotation nvidia.cdi.k8s.io/pod"),
     Setup("ours-cdi", "", "ours-cdi", "cdi", "runc, gpu-env-hook nri (CDI mode), env file naming GPU 0"),
     Setup("ours-legacy", "", "ours-legacy", "legacy", "runc, gpu-env-hook nri (legacy mode), env file, stand-in cli"),
+)  # fmt: skip
+# Run only when --only names them: where the time of ours-cdi goes.
+EXTRA_SETUPS = (
+    Setup("ours-plain", "", "ours-cdi", "cdi", "the floor's container with gpu-env-hook nri connected: NRI's round trip alone"),
+    Setup("ours-cdi-unbound", "", "ours-cdi", "cdi", "ours-cdi with the plugin outside its pod's cgroup", share=False),
 )  # fmt: skip
 
 
@@ -136,6 +142,8 @@ class Figures:
     walls: list[float] = field(default_factory=list)
     loads: list[tuple[str, str, str]] = field(default_factory=list)  # (block, before, after)
     plugin_cpu_ms: list[float] = field(default_factory=list)  # per container, per block
+    sequential_create: list[float] = field(default_factory=list)  # CreateContainer alone (NRI runs there)
+    burst_create: list[float] = field(default_factory=list)
     # containerd's view of the plugins' CreateContainer calls per block: (block, calls, mean ms), NRI's metrics
     nri_calls: list[tuple[str, int, float]] = field(default_factory=list)
 
@@ -401,9 +409,12 @@ class Bench:
         self.pods: dict[str, tuple[str, Any]] = {}
         self.counter = 0
         self.block = ""
+        self.create_seconds: dict[str, float] = {}  # CreateContainer alone, per container
         self.failures: list[str] = []
         self.setups = [
-            s for s in SETUPS if s.plugin != "nvidia" or (toolkit / "nvidia-ctk-installer").exists()
+            s
+            for s in (*SETUPS, *EXTRA_SETUPS)
+            if s.plugin != "nvidia" or (toolkit / "nvidia-ctk-installer").exists()
         ]
         self.figures = {setup.key: Figures() for setup in self.setups}
 
@@ -422,7 +433,7 @@ class Bench:
     def request(self, setup: Setup, index: int) -> tuple[dict[str, str], list[str], list[str]]:
         """The container's environment, CDI devices and command for this setup."""
         check = ["/bin/sh", "-c", CDI_CHECK if setup.mode == "cdi" else LEGACY_CHECK]
-        if setup.key == "floor":
+        if setup.key in ("floor", "ours-plain"):
             return {}, [DEVICE], check
         if setup.key == "nvidia-cdi":
             return {"NVIDIA_VISIBLE_DEVICES": DEVICE}, [], check
@@ -455,7 +466,8 @@ class Bench:
         else:
             mode = setup.plugin.removeprefix("ours-")
             argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.configs[mode]), "nri", nri_socket]
-            started = Plugin(argv, self.work / "ours-nri.log", "configured by", self.cgroup)
+            cgroup = self.cgroup if setup.share else None
+            started = Plugin(argv, self.work / "ours-nri.log", "configured by", cgroup)
         calls, seconds = nri_create_latency(self.metrics)
         try:
             yield started
@@ -476,6 +488,7 @@ class Bench:
             sandbox, config, name=name, image=CONTAINERD_IMAGE, command=command, env=env,
             log_path=f"{name}.log", cdi_devices=tuple(devices),
         )  # fmt: skip
+        self.create_seconds[container] = time.perf_counter() - started
         self.client.start_container(container)
         return time.perf_counter() - started, container
 
@@ -505,6 +518,7 @@ class Bench:
             for index in self.next_indices(count):
                 seconds, container = self.create_and_start(setup, index)
                 figures.sequential.append(seconds)
+                figures.sequential_create.append(self.create_seconds[container])
                 self.finish(setup, container)
             if plugin is not None:
                 figures.plugin_cpu_ms.append(plugin.cpu() * 1000 / count)
@@ -539,6 +553,7 @@ class Bench:
                 list(pool.map(lambda result: self.finish(setup, result[1]), results))
         self.verify_cli(setup, count)
         figures.burst += [seconds for seconds, _ in results]
+        figures.burst_create += [self.create_seconds[container] for _, container in results]
         figures.walls.append(wall)
         if plugin is not None:
             figures.plugin_cpu_ms.append(cpu * 1000 / count)
@@ -688,10 +703,14 @@ def summary(figures: dict[str, Figures]) -> dict[str, dict[str, float]]:
             row["wall"] = statistics.median(fig.walls)
         if fig.plugin_cpu_ms:
             row["plugin_cpu_ms"] = statistics.median(fig.plugin_cpu_ms)
+        if fig.sequential_create:
+            row["seq_create_p50"] = statistics.median(fig.sequential_create) * 1000
+        if fig.burst_create:
+            row["burst_create_p50"] = statistics.median(fig.burst_create) * 1000
         out[key] = row
     floor = out.get("floor", {})
     for row in out.values():
-        for metric in ("seq_p50", "seq_p95", "burst_p50", "burst_p95"):
+        for metric in ("seq_p50", "seq_p95", "burst_p50", "burst_p95", "seq_create_p50", "burst_create_p50"):
             if metric in row and metric in floor:
                 row[f"{metric}_added"] = row[metric] - floor[metric]
                 row[f"{metric}_ratio"] = row[metric] / floor[metric]
@@ -703,7 +722,7 @@ def summary(figures: dict[str, Figures]) -> dict[str, dict[str, float]]:
 def report(rows: dict[str, dict[str, float]], n_seq: dict[str, int], n_burst: dict[str, int]) -> list[str]:
     """The table and the targets' verdicts."""
     header = (
-        f"{'setup':<14} {'n':>4} {'p50 ms':>7} {'+ms':>6} {'x':>5} {'p95 ms':>7} {'+ms':>6}   "
+        f"{'setup':<16} {'n':>4} {'p50 ms':>7} {'+ms':>6} {'x':>5} {'p95 ms':>7} {'+ms':>6}   "
         f"{'n':>4} {'p50 ms':>7} {'+ms':>6} {'x':>5} {'p95 ms':>7} {'x':>5} {'wall s':>6} {'x':>5}  plugin cpu ms/ctr"
     )  # fmt: skip
     lines = [header]
@@ -713,7 +732,7 @@ def report(rows: dict[str, dict[str, float]], n_seq: dict[str, int], n_burst: di
             return format(row[metric], fmt) if metric in row else "-"
 
         lines.append(
-            f"{key:<14} {n_seq[key]:>4} {get('seq_p50', '7.1f')} {get('seq_p50_added', '+6.1f')} "
+            f"{key:<16} {n_seq[key]:>4} {get('seq_p50', '7.1f')} {get('seq_p50_added', '+6.1f')} "
             f"{get('seq_p50_ratio', '5.2f')} {get('seq_p95', '7.1f')} {get('seq_p95_added', '+6.1f')}   "
             f"{n_burst[key]:>4} {get('burst_p50', '7.1f')} {get('burst_p50_added', '+6.1f')} "
             f"{get('burst_p50_ratio', '5.2f')} {get('burst_p95', '7.1f')} {get('burst_p95_ratio', '5.2f')} "
@@ -801,9 +820,8 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
         daemon.import_image(archive)
         bench = Bench(args, work, daemon, toolkit, metrics)
         try:
-            setups = [
-                s for s in bench.setups if not args.only or s.key == "floor" or s.key in args.only.split(",")
-            ]
+            named = args.only.split(",") if args.only else [setup.key for setup in SETUPS]
+            setups = [setup for setup in bench.setups if setup.key == "floor" or setup.key in named]
             bench.figures = {setup.key: Figures() for setup in setups}
             for line in versions(binaries, toolkit, daemon):
                 print(line)
@@ -812,7 +830,7 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
             )
             print(f"load before: {loadavg()}  (nproc {os.cpu_count()})")
             for setup in setups:
-                print(f"  {setup.key:<14} {setup.description}")
+                print(f"  {setup.key:<16} {setup.description}")
             for setup in setups:  # warm: the image's snapshot, each pod, each path once
                 bench.sequential_block(setup, 2)
             bench.figures = {setup.key: Figures() for setup in setups}
@@ -845,15 +863,21 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
     )
     for line in report(rows, n_seq, n_burst):
         print(line)
+    print(
+        "\nCreateContainer alone (NRI's plugins answer there), p50 ms and +ms over the floor: one at a time | burst"
+    )
+    for key, row in rows.items():
+        print(f"  {key:<16} {row.get('seq_create_p50', 0):7.1f} {row.get('seq_create_p50_added', 0):+7.1f}   "
+              f"{row.get('burst_create_p50', 0):7.1f} {row.get('burst_create_p50_added', 0):+7.1f}")  # fmt: skip
     print("\nload (1/5/15 min) before -> after each block:")
     for key, fig in bench.figures.items():
-        print(f"  {key:<14} " + "; ".join(f"{what}: {a} -> {b}" for what, a, b in fig.loads))
+        print(f"  {key:<16} " + "; ".join(f"{what}: {a} -> {b}" for what, a, b in fig.loads))
     print(
         "\ncontainerd's wait for the plugins' CreateContainer answers (NRI's metrics) per block: calls, mean ms"
     )
     for key, fig in bench.figures.items():
         if fig.nri_calls:
-            print(f"  {key:<14} " + "; ".join(f"{what}: {n}, {ms:.2f} ms" for what, n, ms in fig.nri_calls))
+            print(f"  {key:<16} " + "; ".join(f"{what}: {n}, {ms:.2f} ms" for what, n, ms in fig.nri_calls))
     print(
         f"\ncontainers checked: {sum(n_seq.values()) + sum(n_burst.values())}, failures: {len(bench.failures)}"
     )
