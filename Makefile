@@ -31,7 +31,8 @@ integration: $(VENV_STAMP)
 	$(PY) -m pytest -q -m integration
 
 ## bench: every performance figure against its target (the installed hook, shim and producer commands), with
-## the interpreter a node runs them with: install and the DaemonSet default to /usr/bin/python3 (when there)
+## the interpreter a node runs them with: /usr/bin/python3 (when there); BENCH_PYTHON=tree: the tree's own
+## (install --python tree, the DaemonSet's default: a copy of /usr/bin/python3 started through its own loader)
 BENCH_PYTHON ?= $(wildcard /usr/bin/python3)
 bench: $(VENV_STAMP)
 	export GPU_ENV_HOOK_BENCH_PYTHON=$(BENCH_PYTHON); \

@@ -40,13 +40,17 @@ from pathlib import Path
 from envfile_shapes import SHAPES, print_parse_table
 from installed import (
     BENCH_PYTHON,
+    TREE_BASE,
     Installed,
     base_interpreter,
     enter_namespace,
     scratch_install,
+    tree_wanted,
     unbind_node_dirs,
 )
 from timing import Command, Comparison, compare, format_header, format_row
+
+from hook.util.paths import RUNTIME_TREE
 
 TESTS = Path(__file__).resolve().parent.parent
 # Ratio targets against the bare interpreter: the start of a container without and with a GPU, with an env
@@ -288,16 +292,18 @@ def check_case(case: Case, prepared: Prepared, installed: Installed, record: Pat
 def module_profile(installed: Installed, argv: list[str], cwd: Path, stdin: Path | None) -> list[str]:
     """Run ``argv`` once under ``-X importtime`` on the installed interpreter, the package put on sys.path
     as the installed files do, and list what it imported beyond the bare interpreter (one run: noisy)."""
-    site = subprocess.run(
-        [installed.python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    site = f"{RUNTIME_TREE}/current/lib"  # the tree's interpreter has no site-packages: the tree's own copy
+    if not tree_wanted():
+        site = subprocess.run(
+            [installed.python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
     launcher = f"import sys; sys.path[:0] = [{site!r}]; from hook.__main__ import main; sys.exit(main())"
 
     def imports(code: str, args: list[str]) -> list[tuple[int, str]]:
         with open(stdin or os.devnull, "rb") as fh:
             err = subprocess.run(
-                [installed.python, "-X", "importtime", "-I", "-S", "-c", code, *args],
+                [*installed.command, "-X", "importtime", "-I", "-S", "-c", code, *args],
                 stdin=fh, capture_output=True, cwd=cwd, env=installed.hook_env, check=False,
             ).stderr.decode(errors="replace")  # fmt: skip
         rows = []
@@ -326,9 +332,26 @@ def bench_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def floor_command(python: str) -> Command:
-    """The floor: the bare interpreter without site, ``python -I -S -c pass``."""
-    return Command(argv=[python, "-I", "-S", "-c", "pass"])
+def floor_command(command: list[str]) -> Command:
+    """The floor: the bare interpreter without site, ``python -I -S -c pass`` (started as the installed files
+    start it: the tree's through its loader)."""
+    return Command(argv=[*command, "-I", "-S", "-c", "pass"])
+
+
+def tree_start(args: argparse.Namespace, floor: Command) -> Comparison:
+    """The tree's interpreter through its loader against the same interpreter started as the node's own
+    (``TREE_BASE -I -S -c pass``): what the loader form and the tree's own libraries cost."""
+    system = floor_command([TREE_BASE])
+    result = compare(
+        f"tree interpreter start vs {TREE_BASE}",
+        floor,
+        system,
+        runs=args.runs,
+        warmup=args.warmup,
+        target=1.1,
+    )
+    print(format_row(result))
+    return result
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -425,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         env_dir = workdir / "nvidia-env"
         env_dir.mkdir(mode=0o755)
         installed = scratch_install(workdir, config_text(cli="/bin/true", env_dir=env_dir))
-        floor = floor_command(installed.python)
+        floor = floor_command(installed.command)
         shown = " ".join("<code>" if "\n" in arg else arg for arg in installed.hook_command("prestart"))
         print(f"hook:     {shown}   (the oci-hooks.d entry install wrote; cwd = bundle, state on stdin)")
         print(f"floor:    {' '.join(floor.argv)}")
@@ -433,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runs: {args.runs} of each, alternating, after {args.warmup} warm-up pairs; cli = /bin/true;"
               " judged: median of per-pair ratios\n")  # fmt: skip
         print(format_header())
-        results = run_hook_cases(args, workdir, installed, env_dir, floor)
+        results = [tree_start(args, floor)] if tree_wanted() else []
+        results += run_hook_cases(args, workdir, installed, env_dir, floor)
         results += run_producers(args, installed, env_dir, floor)
     failed = [result.name for result in results if not result.passed]
     if not args.case:

@@ -27,8 +27,13 @@ from pathlib import Path
 from hook.util.paths import HOOK_JSON_NAME, LIBEXEC_DIR, OCI_HOOKS_DIRS, runtime_wrapper
 
 NAMESPACE_MARK = "GPU_ENV_HOOK_BENCH_NAMESPACE"
-# The base interpreter to install for, when not the one running the benchmark (``base_interpreter``).
+# The base interpreter to install for, when not the one running the benchmark (``base_interpreter``); ``tree``:
+# the tree's own interpreter (``install --python tree``), a copy of ``TREE_BASE`` with its loader and libraries.
 BENCH_PYTHON = "GPU_ENV_HOOK_BENCH_PYTHON"
+TREE = "tree"
+# What install copies for ``tree`` here: the node interpreter the DaemonSet's image carries (Debian 12's
+# python3.11), as this machine has it.
+TREE_BASE = "/usr/bin/python3"
 # Node directories install may write below, that a scratch root can stand in for inside the namespace.
 BINDABLE = ("opt",)
 # The clean interpreter's directory below /opt on the scratch node.
@@ -40,7 +45,8 @@ class Installed:
     """What a scratch install gives a benchmark to run."""
 
     root: Path
-    python: str  # the interpreter the installed files run
+    python: str  # the interpreter the installed files run (its binary)
+    command: list[str]  # how the installed files start it (the tree's: through its loader)
     hook_argv: list[str]  # oci-hooks.d "args" without the stage (argv[0] as the engine passes it)
     hook_path: str  # the executable the engine starts (found under the root when it is there)
     hook_env: dict[str, str]  # oci-hooks.d "env"
@@ -61,10 +67,35 @@ def enter_namespace() -> None:
     os.execvpe("unshare", argv, env)
 
 
+def tree_wanted() -> bool:
+    """Tell whether the benchmarks install the tree's own interpreter (``GPU_ENV_HOOK_BENCH_PYTHON=tree``)."""
+    return os.environ.get(BENCH_PYTHON) == TREE
+
+
 def base_interpreter() -> str:
     """The interpreter the benchmarks install for: ``GPU_ENV_HOOK_BENCH_PYTHON`` (e.g. a node's
-    ``/usr/bin/python3``), else the base interpreter of the one running the benchmark."""
+    ``/usr/bin/python3``; ``tree``: ``TREE_BASE``, copied into the tree), else the base interpreter of the one
+    running the benchmark."""
+    if tree_wanted():
+        return TREE_BASE
     return os.environ.get(BENCH_PYTHON) or str(getattr(sys, "_base_executable", sys.executable))
+
+
+def make_tree_installer(venv: Path) -> str:
+    """For ``tree``: a pip-less venv of ``TREE_BASE`` that sees this venv's packages (the package and what
+    install needs); install run with it copies ``TREE_BASE`` into the tree. Return its python."""
+    subprocess.run([TREE_BASE, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    ours = subprocess.run(
+        [sys.executable, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "bench-parent.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    return str(python)
 
 
 def make_clean_python(venv: Path) -> str:
@@ -127,13 +158,18 @@ def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = No
     """Install for podman into ``workdir/root`` with a clean interpreter (a venv of ``base_interpreter()``)
     at ``/opt/<NODE_PYTHON>`` on the node (beneath the root); return what engines would run."""
     root = workdir / "root"
-    node_python = f"/opt/{NODE_PYTHON}/bin/python"
-    python = make_clean_python(root / "opt" / NODE_PYTHON)
+    if tree_wanted():
+        installer = make_tree_installer(workdir / "installer")
+        node_python = TREE
+    else:
+        installer = sys.executable
+        node_python = f"/opt/{NODE_PYTHON}/bin/python"
+        python = make_clean_python(root / "opt" / NODE_PYTHON)
     config = workdir / "config.toml"
     config.write_text(config_text, encoding="utf-8")
     (root / str(config.parent).lstrip("/")).mkdir(parents=True, exist_ok=True)
     shutil.copy(config, root / str(config).lstrip("/"))
-    argv = [sys.executable, "-m", "hook", "install", "--engine", "podman", "--root", str(root)]
+    argv = [installer, "-m", "hook", "install", "--engine", "podman", "--root", str(root)]
     argv += ["--python", node_python, "--config", str(config)]
     help_text = subprocess.run(
         [sys.executable, "-m", "hook", "install", "--help"], capture_output=True, text=True, check=True
@@ -151,9 +187,14 @@ def scratch_install(workdir: Path, config_text: str, *, runtime: str | None = No
     args = [under(root, arg) if arg.startswith(LIBEXEC_DIR + "/") else arg for arg in args]
     env = dict(item.split("=", 1) for item in entry.get("env", []))
     hook_path = under(root, entry["path"])
+    command = [python] if not tree_wanted() else []
+    if tree_wanted():  # the interpreter's part of the entry's args (the tree is bound at its node path)
+        command = args[: args.index("-I")]
+        python = command[-1]
     return Installed(
         root=root,
         python=python,
+        command=command,
         hook_argv=[hook_path, *args[1:]] if args else [hook_path],
         hook_path=hook_path,
         hook_env=env,
