@@ -23,10 +23,26 @@ def run_nri(args: list[str], *, config: str | None) -> int:
             "the protobuf package (pip install gpu-env-hook), not the engines' -S wrapper"
         ) from None
     context = build_context(config)
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)  # a pod's stop: as SIGINT, the connection closed, status 0
     try:
-        return run(args[0] if args else DEFAULT_SOCKET, context)
-    except KeyboardInterrupt:  # SIGINT: stopped by its operator
+        return run(args[0] if args else DEFAULT_SOCKET, context, ready=environ_ready())
+    except KeyboardInterrupt:  # SIGINT, SIGTERM: stopped
+        sys.stderr.write("gpu-env-hook nri: stopped\n")
         return 0
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    """SIGTERM's handler: stop as on SIGINT."""
+    raise KeyboardInterrupt
+
+
+def environ_ready() -> str | None:
+    """The readiness file the plugin's environment names (``GPU_ENV_HOOK_NRI_READY``), if any."""
+    from hook.util.paths import environ
+
+    return environ().get(envvars.GPU_ENV_HOOK_NRI_READY) or None
 
 
 def build_context(config: str | None) -> "Context":
@@ -44,10 +60,17 @@ def build_context(config: str | None) -> "Context":
     source = config_path if config_text is not None else None
     settings = parse_config(config_text, source=source, engine=ENGINE)
     # Our hook runs with -S whatever the plugin needs (the plugin loads protobuf from site-packages; the
-    # hook needs nothing beyond its package and the standard library).
-    hook = build_hook_entry(
-        own_command(), source, {**env, envvars.GPU_ENV_HOOK_ENGINE: ENGINE}, lib=package_lib()
-    )
+    # hook needs nothing beyond its package and the standard library). In a pod, the runtime starts it on
+    # the node: with the interpreter and the package install wrote there (GPU_ENV_HOOK_NRI_NODE_PYTHON).
+    node_python = env.get(envvars.GPU_ENV_HOOK_NRI_NODE_PYTHON)
+    if node_python:
+        from hook.launcher import CURRENT, LIB, python_command
+        from hook.util.paths import RUNTIME_TREE
+
+        command, lib = python_command(node_python, RUNTIME_TREE), f"{RUNTIME_TREE}/{CURRENT}/{LIB}"
+    else:
+        command, lib = own_command(), package_lib()
+    hook = build_hook_entry(command, source, {**env, envvars.GPU_ENV_HOOK_ENGINE: ENGINE}, lib=lib)
     return Context(settings=settings, config_text=config_text, hook=hook)
 
 

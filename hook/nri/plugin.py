@@ -3,10 +3,12 @@
 The plugin connects to the runtime's NRI socket (checking that root, or this user, listens there),
 registers (``Runtime.RegisterPlugin``), is configured (``Plugin.Configure``: it subscribes to
 CreateContainer and RemoveContainer and learns the runtime's name and version), synchronized
-(``Plugin.Synchronize``, in chunks while ``more`` is set; nothing to update) and then answers each
-CreateContainer with ``hook.nri.decide``. A refusal is the request's error status: the runtime fails the
+(``Plugin.Synchronize``, in chunks while ``more`` is set; nothing to update: after the last one the runtime
+sends it events, so it is ready -- ``ready``, e.g. a readiness file) and then answers each CreateContainer
+with ``hook.nri.decide``. A refusal is the request's error status: the runtime fails the
 container's creation with that one line. ``Shutdown``, or the socket closing, ends the session: the plugin
-reconnects with a backoff (0.1 s doubling to 5 s) until it is stopped (SIGTERM, SIGINT).
+reconnects with a backoff (0.1 s doubling to 5 s) until it is stopped (SIGTERM, SIGINT: a
+``KeyboardInterrupt``; the socket is closed on the way out).
 
 Requests are answered in the order they arrive (NRI calls a plugin for one event at a time); each answer
 is logged with its time on stderr when it took longer than the 500 ms budget.
@@ -75,10 +77,17 @@ def _not_root(path: str, uid: int) -> Exception:
 class Session:
     """One connection to the runtime: register, then answer requests until it ends."""
 
-    def __init__(self, link: wire.Link, context: "Context", log: "Callable[[str], None]") -> None:
+    def __init__(
+        self,
+        link: wire.Link,
+        context: "Context",
+        log: "Callable[[str], None]",
+        ready: "Callable[[], None] | None" = None,
+    ) -> None:
         self.link = link
         self.context = context
         self.log = log
+        self.ready = ready
         self.configured = False
 
     def register(self) -> None:
@@ -127,6 +136,8 @@ class Session:
             return _ok(nri_pb2.ConfigureResponse(events=EVENTS)), False
         if method == "Synchronize":
             sync = nri_pb2.SynchronizeRequest.FromString(request.payload)
+            if not sync.more and self.ready is not None:
+                self.ready()
             return _ok(nri_pb2.SynchronizeResponse(more=sync.more)), False
         if method == "CreateContainer":
             return self.create_container(request.payload), False
@@ -172,11 +183,15 @@ def _error(code: int, line: str) -> ttrpc_pb2.Response:
     return ttrpc_pb2.Response(status=ttrpc_pb2.Status(code=code, message=line))
 
 
-def run(path: str, context: "Context", *, log: "Callable[[str], None] | None" = None) -> int:
-    """Serve the runtime on ``path``, reconnecting with backoff, until stopped."""
+def run(
+    path: str, context: "Context", *, log: "Callable[[str], None] | None" = None, ready: str | None = None
+) -> int:
+    """Serve the runtime on ``path``, reconnecting with backoff, until stopped. ``ready``: a file created
+    once the runtime has synchronized the plugin, removed when the session ends (and at start)."""
     from google.protobuf.message import DecodeError
 
     say = log or _stderr
+    mark = _ReadyFile(ready)
     delay = BACKOFF_FIRST
     while True:
         try:
@@ -187,7 +202,7 @@ def run(path: str, context: "Context", *, log: "Callable[[str], None] | None" = 
             delay = min(delay * 2, BACKOFF_MAX)
             continue
         delay = BACKOFF_FIRST
-        session = Session(wire.Link(sock), context, say)
+        session = Session(wire.Link(sock), context, say, mark.create if ready else None)
         try:
             session.register()
             session.serve()
@@ -201,8 +216,30 @@ def run(path: str, context: "Context", *, log: "Callable[[str], None] | None" = 
         ) as err:
             say(f"gpu-env-hook nri: session ended ({err})")
         finally:
+            mark.remove()
             sock.close()
         time.sleep(delay)
+
+
+class _ReadyFile:
+    """The readiness file: there while the plugin is registered with the runtime."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.remove()
+
+    def create(self) -> None:
+        if self.path is not None:
+            with open(self.path, "w"):
+                pass
+
+    def remove(self) -> None:
+        import contextlib
+        import os
+
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
 
 def _stderr(line: str) -> None:

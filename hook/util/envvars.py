@@ -28,6 +28,13 @@ GPU_ENV_RUNTIME_PROBE = "GPU_ENV_RUNTIME_PROBE"
 # /var/lib/gpu-env-hook/alloc.key: set in the device plugin's own environment, never read by the hook.
 GPU_ENV_HOOK_NAME_KEY = "GPU_ENV_HOOK_NAME_KEY"
 
+# The NRI plugin in a DaemonSet pod (packaging/kubernetes/gpu-env-hook-nri.yaml), both set in the plugin's
+# own environment: the file it creates once registered with the runtime (removed when the session ends: the
+# pod's readiness), and the interpreter install wrote for the engines on the node (a node path, or "tree"),
+# which the hooks it adds run with the node's copy of the package (the pod's own paths are not the node's).
+GPU_ENV_HOOK_NRI_READY = "GPU_ENV_HOOK_NRI_READY"
+GPU_ENV_HOOK_NRI_NODE_PYTHON = "GPU_ENV_HOOK_NRI_NODE_PYTHON"
+
 # The env-file feature: the default name of the variable that names the file.
 NVIDIA_ENV_FROM_FILE = "NVIDIA_ENV_FROM_FILE"
 

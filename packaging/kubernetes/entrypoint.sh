@@ -1,8 +1,9 @@
 #!/bin/sh
 # The DaemonSet's entrypoint (/usr/local/bin/gpu-env-hook-daemonset in the image; gpu-env-hook.yaml sets
 # its environment). MODE=install: `gpu-env-hook install --root $HOST --python $PY`, then idle;
-# MODE=uninstall: `gpu-env-hook uninstall --root $HOST`, then idle. A TERM (pod deletion, rolling update,
-# drain) only ends it: it uninstalls nothing. See packaging/kubernetes/README.md.
+# MODE=uninstall: `gpu-env-hook uninstall --root $HOST`, then idle (THEN=exit: exit 0 instead, as the init
+# container of gpu-env-hook-nri.yaml does). A TERM (pod deletion, rolling update, drain) only ends it: it
+# uninstalls nothing. See packaging/kubernetes/README.md.
 #
 #   MODE          install | uninstall                               (default install)
 #   ENGINE        auto | containerd | crio (auto: by the CRI socket) (default auto)
@@ -11,6 +12,7 @@
 #                 libraries, in the node's /opt/gpu-env-hook: the node needs no Python or C library of
 #                 its own), or the node's Python 3.11 or later, as a node path   (default tree)
 #   INSTALL_ARGS  further `install` options, e.g. "--config /etc/nvidia-container-runtime/config.toml"
+#   THEN          idle | exit: what to do once done                 (default idle)
 set -eu
 
 MODE=${MODE:-install}
@@ -68,6 +70,10 @@ uninstall)
     ;;
 esac
 
+if [ "${THEN:-idle}" = exit ]; then
+    echo "gpu-env-hook: $DONE"
+    exit 0
+fi
 sleep 2147483647 &
 SLEEPER=$!
 echo "gpu-env-hook: $DONE"

@@ -163,15 +163,17 @@ class Node:
         self.client = CriClient(daemon.address)
         self.plugin: subprocess.Popen[bytes] | None = None
         self.plugin_log = tmp_path / "plugin.log"
+        self.ready = tmp_path / "plugin.ready"
         self.relay: Relay | None = None
 
     def start_plugin(self, *, record: bool = False) -> None:
-        """Start ``gpu-env-hook nri`` and wait until containerd has it (it logs its Configure)."""
+        """Start ``gpu-env-hook nri`` and wait until containerd has it: its readiness file
+        (``GPU_ENV_HOOK_NRI_READY``), made once containerd synchronized it."""
         path = self.socket
         if record:
             self.relay = Relay(self.tmp_path / "relay.sock", self.socket)
             path = self.relay.listen
-        before = self.plugin_log.read_text().count("configured by") if self.plugin_log.exists() else 0
+        self.ready.unlink(missing_ok=True)
         with self.plugin_log.open("ab") as log:
             self.plugin = subprocess.Popen(
                 [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri", str(path)],
@@ -179,11 +181,12 @@ class Node:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, "GPU_ENV_HOOK_NRI_READY": str(self.ready)},
             )
         deadline = time.monotonic() + 30
-        while self.plugin_log.read_text(errors="replace").count("configured by") <= before:
+        while not self.ready.exists():
             assert self.plugin.poll() is None, self.plugin_log.read_text()
-            assert time.monotonic() < deadline, f"plugin not configured: {self.plugin_log.read_text()}"
+            assert time.monotonic() < deadline, f"plugin not ready: {self.plugin_log.read_text()}"
             time.sleep(0.05)
 
     def stop_plugin(self) -> None:
@@ -430,6 +433,24 @@ def test_plugin_killed_env_file_container_never_runs_others_do(node: Node) -> No
     assert "USER_CUSTOM_ENV=hello" in stdout
 
 
+def test_term_stops_the_plugin_promptly_and_it_is_no_longer_ready(node: Node) -> None:
+    """SIGTERM (a pod's stop): the plugin exits 0 within a second, closing its connection and removing its
+    readiness file; containerd then creates without it, so an env-file container never runs."""
+    env_file = write_env_file("pod-t.env", ENV_FILE)
+    node.start_plugin()
+    assert node.plugin is not None
+    stopped = time.monotonic()
+    node.plugin.terminate()
+    assert node.plugin.wait(timeout=5) == 0
+    assert time.monotonic() - stopped < 1.0
+    assert not node.ready.exists()
+    assert node.plugin_log.read_text().splitlines()[-1] == "gpu-env-hook nri: stopped"
+    node.plugin = None
+    details = node.never_runs("gpu-t", {VAR: str(env_file)})
+    assert GUARD_FAILED in details, details
+    assert_plain_runs(node)
+
+
 def test_plugin_past_the_timeout_env_file_container_never_runs_others_do(node: Node) -> None:
     """A plugin that does not answer (stopped with SIGSTOP) past containerd's 2 s request timeout: the
     env-file container never runs (its creation fails on the timeout, or, once containerd dropped the
@@ -476,3 +497,133 @@ def test_plugin_reconnects_after_containerd_restarts(node: Node, tmp_path: Path)
     status, stdout = node.run("gpu-d", {VAR: str(env_file)})
     assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
     assert "USER_CUSTOM_ENV=hello" in stdout
+
+
+MANIFEST = REPO / "packaging/kubernetes/gpu-env-hook-nri.yaml"
+BURST = 100
+
+
+def manifest_requests() -> tuple[int, int]:
+    """The plugin container's CPU (millicores) and memory (bytes) requests in the NRI manifest."""
+    import yaml
+
+    documents = yaml.safe_load_all(MANIFEST.read_text())
+    spec = next(doc for doc in documents if doc and doc["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    requests = spec["containers"][0]["resources"]["requests"]
+    cpu, memory = requests["cpu"], requests["memory"]
+    assert cpu.endswith("m"), requests
+    assert memory.endswith("Mi"), requests
+    return int(cpu[:-1]), int(memory[:-2]) << 20
+
+
+class RequestCgroup:
+    """cgroup v1 cpu and memory groups holding the plugin at its pod's requests, taken as limits (stricter
+    than kubelet, which makes the CPU request a weight): cpu.shares as kubelet sets it, a CFS quota of the
+    request itself, and the memory request as the memory limit. Removed after."""
+
+    def __init__(self, name: str, cpu_milli: int, memory: int) -> None:
+        base = Path("/sys/fs/cgroup")
+        self.cpu, self.memory = base / "cpu" / name, base / "memory" / name
+        for directory in (self.cpu, self.memory):
+            directory.mkdir()
+        (self.cpu / "cpu.shares").write_text(str(max(2, cpu_milli * 1024 // 1000)))
+        (self.cpu / "cpu.cfs_period_us").write_text("100000")
+        (self.cpu / "cpu.cfs_quota_us").write_text(str(cpu_milli * 100))
+        (self.memory / "memory.limit_in_bytes").write_text(str(memory))
+
+    def add(self, pid: int) -> None:
+        for directory in (self.cpu, self.memory):
+            (directory / "cgroup.procs").write_text(str(pid))
+
+    def throttled(self) -> int:
+        """How many CFS periods throttled the plugin."""
+        stat = dict(line.split() for line in (self.cpu / "cpu.stat").read_text().splitlines())
+        return int(stat["nr_throttled"])
+
+    def remove(self) -> None:
+        for directory in (self.cpu, self.memory):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/sys/fs/cgroup/cpu/cpu.shares").exists(), reason="needs cgroup v1 cpu, memory")
+@pytest.mark.parametrize("node", ["cdi"], indirect=True)
+def test_the_manifests_requests_hold_a_burst_of_creates(
+    node: Node, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plugin held to the manifest's requests (its CPU request as a hard CFS quota, its memory request as
+    the limit) answers a burst of 100 env-file creates at once through CRI: none is dropped (NRI's 2 s
+    timeout would fail the create and disconnect the plugin), the plugin stays connected; its CPU time and
+    peak RSS for the burst are printed (the figures packaging/kubernetes/README.md states)."""
+    import concurrent.futures
+
+    cpu_milli, memory = manifest_requests()
+    uid = "uid-burst"
+    files = [
+        write_env_file(
+            f"burst-{index}.env", f"GPU_ENV_HOOK_POD_UID={uid}\nNVIDIA_VISIBLE_DEVICES={index % GPUS}\n"
+        )
+        for index in range(BURST)
+    ]
+    cgroup = RequestCgroup(f"gpu-env-hook-nri-burst-{os.getpid()}", cpu_milli, memory)
+    try:
+        node.start_plugin()
+        assert node.plugin is not None
+        cgroup.add(node.plugin.pid)
+        client = node.client
+        config = client.sandbox_config("burst", node.tmp_path / "burst-logs", {})
+        sandbox = client.run_pod_sandbox(config, "")
+        try:
+            before = cpu_seconds(node.plugin.pid)
+
+            def create(index: int) -> float:
+                started = time.monotonic()
+                container = client.create_container(
+                    sandbox,
+                    config,
+                    name=f"c{index}",
+                    image=CONTAINERD_IMAGE,
+                    command=["/bin/true"],
+                    env={VAR: str(files[index])},
+                    log_path=f"c{index}.log",
+                    cdi_devices=(GUARD,),
+                )
+                client.start_container(container)
+                return time.monotonic() - started
+
+            started = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=BURST) as pool:
+                latencies = list(pool.map(create, range(BURST)))
+            wall = time.monotonic() - started
+            used = cpu_seconds(node.plugin.pid) - before
+            peak = int(
+                next(
+                    line.split()[1]
+                    for line in Path(f"/proc/{node.plugin.pid}/status").read_text().splitlines()
+                    if line.startswith("VmHWM:")
+                )
+            )
+        finally:
+            remove_pod(client, sandbox)
+        log = node.plugin_log.read_text()
+        assert log.count("configured by") == 1, log
+        assert "session ended" not in log, log
+        assert node.plugin.poll() is None
+        with capsys.disabled():
+            print(
+                f"\nburst of {BURST} creates, plugin at {cpu_milli}m CPU (quota) / {memory >> 20}Mi: wall {wall:.1f} s, "
+                f"create+start p50 {sorted(latencies)[BURST // 2] * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms; "
+                f"plugin CPU {used * 1000:.0f} ms ({used / BURST * 1000:.2f} ms a create), peak RSS {peak / 1024:.1f} MiB, "
+                f"throttled periods {cgroup.throttled()}"
+            )
+    finally:
+        for path in files:
+            path.unlink(missing_ok=True)
+        node.stop_plugin()
+        cgroup.remove()

@@ -255,3 +255,86 @@ def test_make_image_needs_only_what_it_uses(tmp_path: Path) -> None:
     assert done.stderr == (
         "make image: no podman on PATH: install it (apt-get install podman mmdebstrap), as root\n"
     )
+
+
+# --- gpu-env-hook-nri.yaml: the NRI path --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nri_pod() -> dict[str, Any]:
+    """The pod spec of gpu-env-hook-nri.yaml's DaemonSet."""
+    objects = by_kind(load("gpu-env-hook-nri.yaml"))
+    assert set(objects) == {"Namespace", "ServiceAccount", "ClusterRole", "RoleBinding", "DaemonSet"}
+    assert objects["Namespace"] == by_kind(load("gpu-env-hook.yaml"))["Namespace"]
+    spec: dict[str, Any] = objects["DaemonSet"]["spec"]["template"]["spec"]
+    return spec
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    """A container's environment."""
+    return {item["name"]: item["value"] for item in container.get("env", [])}
+
+
+def test_nri_manifest_installs_first_then_runs_the_plugin(nri_pod: dict[str, Any]) -> None:
+    """The init container is the image's entrypoint installing onto the node's / and exiting (THEN=exit);
+    the plugin container runs `gpu-env-hook nri` on the node's NRI socket, privileged, ready once its
+    readiness file is there, and its hooks run the same node interpreter install was given."""
+    (install,) = nri_pod["initContainers"]
+    (plugin,) = nri_pod["containers"]
+    assert (
+        install["image"]
+        == plugin["image"]
+        == by_kind(load("gpu-env-hook.yaml"))["DaemonSet"]["spec"]["template"]["spec"]["containers"][0][
+            "image"
+        ]
+    )
+    assert "command" not in install
+    assert env_of(install)["MODE"] == "install"
+    assert env_of(install)["THEN"] == "exit"
+    assert plugin["command"] == [
+        "/usr/local/lib/gpu-env-hook/bin/python",
+        "-I",
+        "-m",
+        "hook",
+        "nri",
+        paths.NRI_SOCKET,
+    ]
+    assert install["securityContext"]["privileged"] is plugin["securityContext"]["privileged"] is True
+    ready = env_of(plugin)["GPU_ENV_HOOK_NRI_READY"]
+    assert plugin["readinessProbe"]["exec"]["command"] == ["test", "-f", ready]
+    assert env_of(plugin)["GPU_ENV_HOOK_NRI_NODE_PYTHON"] == env_of(install)["PY"]
+    assert "runtimeClassName" not in nri_pod
+
+
+def test_nri_plugin_mounts_node_paths_read_only_where_it_only_reads(nri_pod: dict[str, Any]) -> None:
+    """The NRI socket's directory read-write (a connect is a write), the env files, CDI spec directories and
+    the hook's config at their node paths read-only, the readiness file in the pod's own memory; the node's
+    / only in the init container."""
+    volumes = {volume["name"]: volume for volume in nri_pod["volumes"]}
+    (plugin,) = nri_pod["containers"]
+    mounts = {
+        mount["mountPath"]: (
+            volumes[mount["name"]].get("hostPath", {}).get("path"),
+            mount.get("readOnly", False),
+        )
+        for mount in plugin["volumeMounts"]
+    }
+    assert mounts == {
+        "/var/run/nri": ("/var/run/nri", False),
+        "/run/nvidia-env": ("/run/nvidia-env", True),
+        "/etc/cdi": ("/etc/cdi", True),
+        "/var/run/cdi": ("/var/run/cdi", True),
+        "/etc/nvidia-container-runtime": ("/etc/nvidia-container-runtime", True),
+        "/run/gpu-env-hook-nri": (None, False),
+    }
+    assert paths.NRI_SOCKET.startswith("/var/run/nri/")
+    (install,) = nri_pod["initContainers"]
+    assert [
+        (mount["mountPath"], volumes[mount["name"]]["hostPath"]["path"]) for mount in install["volumeMounts"]
+    ] == [("/host", "/")]
+
+
+def test_entrypoint_then_exit_ends_after_install() -> None:
+    """THEN=exit: the entrypoint prints its line and exits 0 instead of idling (an init container)."""
+    text = (KUBERNETES / "entrypoint.sh").read_text()
+    assert 'if [ "${THEN:-idle}" = exit ]; then\n    echo "gpu-env-hook: $DONE"\n    exit 0\nfi\n' in text

@@ -562,3 +562,42 @@ def test_without_protobuf_the_plugin_says_so_in_one_line() -> None:
         "gpu-env-hook nri: cannot load google: run it with an interpreter that has the protobuf package "
         "(pip install gpu-env-hook), not the engines' -S wrapper\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("node_python", "command"),
+    [
+        pytest.param(
+            "tree",
+            [
+                "/opt/gpu-env-hook/current/python/ld-linux-x86-64.so.2",
+                "--library-path",
+                "/opt/gpu-env-hook/current/python/lib",
+                "--argv0",
+                "/opt/gpu-env-hook/current/python/bin/python3.11",
+                "/opt/gpu-env-hook/current/python/bin/python3.11",
+            ],
+            id="the-nodes-tree",
+        ),
+        pytest.param("/usr/bin/python3", ["/usr/bin/python3"], id="the-nodes-python"),
+    ],
+)
+def test_in_a_pod_the_hook_runs_what_install_wrote_on_the_node(node_python: str, command: list[str]) -> None:
+    """GPU_ENV_HOOK_NRI_NODE_PYTHON (the DaemonSet's plugin): the prestart hook the plugin adds runs the
+    node's interpreter with the node's copy of the package (/opt/gpu-env-hook/current/lib), never the pod's
+    own paths."""
+    code = "import json; from hook.nri.main import build_context; print(json.dumps(build_context(None).hook))"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GPU_ENV_HOOK_NRI_NODE_PYTHON": node_python,
+        "XDG_CONFIG_HOME": "/nonexistent",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    hook = json.loads(proc.stdout)
+    assert hook["path"] == command[0]
+    assert hook["args"][: len(command)] == command
+    code_arg = hook["args"][hook["args"].index("-c") + 1]
+    assert 'lib = "/opt/gpu-env-hook/current/lib"' in code_arg
+    assert sys.prefix not in json.dumps(hook)
