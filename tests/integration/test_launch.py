@@ -62,9 +62,9 @@ class Node:
         self.config.write_text(self.config_text, encoding="utf-8")
         self.ids: list[str] = []
 
-    def install(self, *extra: str, added: str = "") -> subprocess.CompletedProcess[str]:
+    def install(self, *extra: str, added: str = "", python: str = "") -> subprocess.CompletedProcess[str]:
         """``install --engine docker`` into the node from a copy of ``hook`` (with one more module holding
-        ``added`` when given: a changed package) that is deleted after."""
+        ``added`` when given: a changed package) that is deleted after; ``python``: another ``--python``."""
         copy = self.tmp / "copy"
         shutil.copytree(REPO / "hook", copy / "hook", ignore=shutil.ignore_patterns("__pycache__"))
         if added:
@@ -75,7 +75,7 @@ class Node:
         node_config.write_text(self.config_text, encoding="utf-8")
         proc = subprocess.run(
             [sys.executable, "-I", "-c", INSTALL_FROM_COPY, str(copy), "install", "--engine", "docker",
-             "--root", str(self.root), "--python", str(self.python), "--runtime", RUNC,
+             "--root", str(self.root), "--python", python or str(self.python), "--runtime", RUNC,
              "--config", str(self.config), *extra],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
@@ -162,6 +162,31 @@ def test_installed_tree_runs_without_the_copy_it_came_from(node: Node) -> None:
     assert hook["args"][:8] == [str(node.python), "-I", "-S", "-B", "-X", "utf8", "-c", hook["args"][7]]
     assert repr(lib).strip("'") in hook["args"][7]
     assert hook["timeout"] == 60
+
+
+def test_tree_interpreter_runs_a_container_and_adds_its_hook_in_the_loader_form(node: Node) -> None:
+    """``install --python tree``: the runtime wrapper starts the tree's copy of the interpreter through its
+    loader; a real runc container gets the env file, and the hook the shim adds to config.json is started the
+    same way (the loader, the tree's libraries, -I -S) and calls the cli with the file's devices."""
+    from hook.launcher import tree_command
+
+    node.install(python="tree")
+    wrapper = (node.root / paths.runtime_wrapper("docker").lstrip("/")).read_text()
+    assert shlex.join(tree_command(paths.RUNTIME_TREE)) in wrapper
+    env_file = node.env_file(ENV_FILE)
+    bundle = make_runc_bundle(
+        node.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    result = node.runtime("run", "--bundle", str(bundle), node.new_id("launch-tree-python"))
+    assert result.returncode == 0, result.stderr
+    assert "USER_CUSTOM_ENV=hello" in result.stdout.splitlines()
+    record = load_record(node.record)
+    assert record is not None, result.stderr
+    assert "--device=0,1" in record["argv"]
+    hook = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"][0]
+    command = tree_command(paths.RUNTIME_TREE)
+    assert hook["path"] == command[0]
+    assert hook["args"][: len(command) + 5] == [*command, "-I", "-S", "-B", "-X", "utf8"]
 
 
 @pytest.fixture(scope="module")
