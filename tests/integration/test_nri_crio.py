@@ -426,3 +426,29 @@ def test_plugin_reconnects_after_crio_restarts(node: Node) -> None:
     status, stdout = node.run("gpu-r", {VAR: str(env_file)}, cdi_devices=(GUARD,))
     assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
     assert "USER_CUSTOM_ENV=hello" in stdout
+
+
+def test_guard_spec_is_read_without_a_restart(node: Node) -> None:
+    """A node without the guard's spec refuses the device itself (CRI-O cannot resolve it, plugin or not);
+    the spec written while CRI-O runs (as install writes it) is used at the next creation, no restart."""
+    from hook.install.guard import guard_spec
+
+    spec = node.tmp_path / "node" / paths.ENV_FILE_GUARD_SPEC.lstrip("/")
+    spec.unlink()
+    env_file = write_env_file(node.env_dir, "crio-s.env", ENV_FILE)
+    node.start_plugin()
+    details = never_created(node, "gpu-s", {VAR: str(env_file)})
+    assert f"CDI device injection failed: unresolvable CDI devices {GUARD}" in details, details
+    spec.write_bytes(guard_spec())
+    deadline = time.monotonic() + 10
+    result: tuple[Any, list[str]] | str = ""
+    while not isinstance(result, tuple) and time.monotonic() < deadline:
+        try:
+            result = node.run("gpu-s", {VAR: str(env_file)}, cdi_devices=(GUARD,))
+        except grpc.RpcError as refused:  # the registry's watch has not fired yet
+            result = refused.details() or ""
+            time.sleep(0.5)
+    assert isinstance(result, tuple), result
+    status, stdout = result
+    assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
+    assert "USER_CUSTOM_ENV=hello" in stdout

@@ -174,3 +174,19 @@ def test_install_md_example_runs_and_shows_what_install_writes(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     shown = "\n".join(part.strip() for part in fragment.group(1).splitlines()).strip() + "\n"
     assert (node / OURS.lstrip("/")).read_text().endswith(shown)
+
+
+def test_nri_md_cri_o_commands_are_install_mds() -> None:
+    """docs/nri.md's CRI-O section shows the commands docs/install.md's does (whose install line a test runs),
+    comments aside."""
+    import re
+
+    from conftest import REPO
+
+    def commands(page: str, heading: str) -> list[str]:
+        text = (REPO / "docs" / page).read_text(encoding="utf-8")
+        block = re.search(r"```sh\n(.*?)```", text[text.index(heading) :], re.DOTALL)
+        assert block is not None
+        return [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+
+    assert commands("nri.md", "## On CRI-O") == commands("install.md", "### CRI-O with the NRI plugin")
