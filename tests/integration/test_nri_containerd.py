@@ -483,13 +483,22 @@ def test_plugin_past_the_timeout_env_file_container_never_runs_others_do(node: N
 
 
 def test_plugin_reconnects_after_containerd_restarts(node: Node, tmp_path: Path) -> None:
-    """containerd restarted: the plugin reconnects by itself and handles env files again."""
+    """containerd restarted: until the plugin has reconnected (held here with SIGSTOP), an env-file container
+    never runs and a plain one does; then the plugin reconnects by itself and handles env files again."""
     env_file = write_env_file("pod-d.env", ENV_FILE)
     node.start_plugin()
-    node.daemon.stop()
-    node.daemon.start()
-    node.client.close()
-    node.client = CriClient(node.daemon.address)
+    assert node.plugin is not None
+    os.kill(node.plugin.pid, signal.SIGSTOP)
+    try:
+        node.daemon.stop()
+        node.daemon.start()
+        node.client.close()
+        node.client = CriClient(node.daemon.address)
+        details = node.never_runs("gpu-d", {VAR: str(env_file)})
+        assert GUARD_FAILED in details, details
+        assert_plain_runs(node)
+    finally:
+        os.kill(node.plugin.pid, signal.SIGCONT)
     deadline = time.monotonic() + 30
     while node.plugin_log.read_text().count("configured by") < 2:
         assert time.monotonic() < deadline, node.plugin_log.read_text()
