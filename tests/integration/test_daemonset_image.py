@@ -483,7 +483,7 @@ def chroot_run(
 
 @pytest.mark.parametrize("kind", ["no-libc", "foreign-libc"])
 def test_image_installs_the_tree_interpreter_on_a_node_without_python_or_libc(
-    image: str, stubs: Path, tmp_path: Path, kind: str
+    image: str, request: pytest.FixtureRequest, tmp_path: Path, kind: str
 ) -> None:
     """PY=tree (the default) on a node with no Python and no C library (or a foreign one): install puts the
     image's interpreter into the node's tree; chrooted into the node, the hook command prints its version and,
@@ -495,7 +495,7 @@ def test_image_installs_the_tree_interpreter_on_a_node_without_python_or_libc(
     node = (
         node_without_libc(tmp_path / "node")
         if kind == "no-libc"
-        else node_with_foreign_libc(tmp_path / "node", stubs)
+        else node_with_foreign_libc(tmp_path / "node", request.getfixturevalue("stubs"))
     )
     with cri_socket(node, "run/containerd/containerd.sock"):
         before = snapshot(node)
