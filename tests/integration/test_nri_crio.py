@@ -73,11 +73,13 @@ class Node:
         self.plugin: subprocess.Popen[bytes] | None = None
         self.plugin_log = tmp_path / "plugin.log"
         self.env_dir = tmp_path / "nvidia-env"
+        self.ready = tmp_path / "plugin.ready"
 
     def start_plugin(self, argv: list[str] | None = None) -> None:
-        """Start ``gpu-env-hook nri`` on CRI-O's NRI socket (or ``argv``) and wait until CRI-O has configured
-        it."""
-        configured = self.configured()
+        """Start ``gpu-env-hook nri`` on CRI-O's NRI socket (or ``argv``) and wait until it is ready: its
+        readiness file (``GPU_ENV_HOOK_NRI_READY``, the manifest's readinessProbe), made once CRI-O configured
+        and synchronized it."""
+        self.ready.unlink(missing_ok=True)
         if argv is None:
             argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri"]
             argv.append(str(self.daemon.nri_socket))
@@ -88,11 +90,12 @@ class Node:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, "GPU_ENV_HOOK_NRI_READY": str(self.ready)},
             )
         deadline = time.monotonic() + 30
-        while self.configured() == configured:
+        while not self.ready.exists():
             assert self.plugin.poll() is None, self.plugin_log.read_text()
-            assert time.monotonic() < deadline, f"plugin not configured: {self.plugin_log.read_text()}"
+            assert time.monotonic() < deadline, f"plugin not ready: {self.plugin_log.read_text()}"
             time.sleep(0.05)
 
     def configured(self) -> int:
@@ -452,3 +455,95 @@ def test_guard_spec_is_read_without_a_restart(node: Node) -> None:
     status, stdout = result
     assert (status.exit_code, status.reason) == (0, "Completed"), node.daemon.log()
     assert "USER_CUSTOM_ENV=hello" in stdout
+
+
+def test_term_stops_the_plugin_promptly_and_it_is_no_longer_ready(node: Node) -> None:
+    """SIGTERM (its pod's stop): the plugin exits 0 within a second, closing its connection and removing its
+    readiness file; CRI-O then creates without it, so an env-file container is never created."""
+    env_file = write_env_file(node.env_dir, "crio-term.env", ENV_FILE)
+    node.start_plugin()
+    assert node.plugin is not None
+    stopped = time.monotonic()
+    node.plugin.terminate()
+    assert node.plugin.wait(timeout=5) == 0
+    assert time.monotonic() - stopped < 1.0
+    assert not node.ready.exists()
+    assert node.plugin_log.read_text().splitlines()[-1] == "gpu-env-hook nri: stopped"
+    node.plugin = None
+    details = never_created(node, "gpu-term", {VAR: str(env_file)})
+    assert GUARD_FAILED in details, details
+    assert_plain_runs(node)
+
+
+@pytest.mark.skipif(not Path("/sys/fs/cgroup/cpu/cpu.shares").exists(), reason="needs cgroup v1 cpu, memory")
+@pytest.mark.parametrize("node", ["cdi"], indirect=True)
+def test_the_manifests_requests_hold_a_burst_of_creates(
+    node: Node, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On CRI-O, the plugin held to the NRI manifest's requests (its CPU request as a hard CFS quota, its
+    memory request as the limit) answers a burst of 100 env-file creates at once through CRI: every one is
+    created and started with its file applied (a dropped plugin would leave the guard's mount and fail the
+    create), the plugin stays connected; its CPU time and peak RSS for the burst are printed."""
+    import concurrent.futures
+
+    from test_nri_containerd import BURST, GPUS, RequestCgroup, cpu_seconds, manifest_requests
+
+    cpu_milli, memory = manifest_requests()
+    files = [
+        write_env_file(
+            node.env_dir,
+            f"burst-{index}.env",
+            f"GPU_ENV_HOOK_POD_UID=uid-burst\nNVIDIA_VISIBLE_DEVICES={index % GPUS}\n",
+        )
+        for index in range(BURST)
+    ]
+    cgroup = RequestCgroup(f"gpu-env-hook-nri-crio-burst-{os.getpid()}", cpu_milli, memory)
+    try:
+        node.start_plugin()
+        assert node.plugin is not None
+        cgroup.add(node.plugin.pid)
+        client = node.client
+        config = client.sandbox_config("burst", node.tmp_path / "burst-logs", {})
+        sandbox = client.run_pod_sandbox(config, "")
+        try:
+            before = cpu_seconds(node.plugin.pid)
+
+            def create(index: int) -> float:
+                started = time.monotonic()
+                container = client.create_container(
+                    sandbox,
+                    config,
+                    name=f"c{index}",
+                    image=CRIO_IMAGE,
+                    command=["/bin/true"],
+                    env={VAR: str(files[index])},
+                    log_path=f"c{index}.log",
+                    cdi_devices=(GUARD,),
+                )
+                client.start_container(container)
+                return time.monotonic() - started
+
+            started = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=BURST) as pool:
+                latencies = list(pool.map(create, range(BURST)))
+            wall = time.monotonic() - started
+            used = cpu_seconds(node.plugin.pid) - before
+            status = Path(f"/proc/{node.plugin.pid}/status").read_text().splitlines()
+            peak = int(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+        finally:
+            remove_pod(client, sandbox)
+        log = node.plugin_log.read_text()
+        assert node.configured() == 1, log
+        assert "session ended" not in log, log
+        assert node.plugin.poll() is None
+        with capsys.disabled():
+            print(
+                f"\nCRI-O burst of {BURST} creates, plugin at {cpu_milli}m CPU (quota) / {memory >> 20}Mi: "
+                f"wall {wall:.1f} s, create+start p50 {sorted(latencies)[BURST // 2] * 1000:.0f} ms, "
+                f"max {max(latencies) * 1000:.0f} ms; plugin CPU {used * 1000:.0f} ms "
+                f"({used / BURST * 1000:.2f} ms a create), peak RSS {peak / 1024:.1f} MiB, "
+                f"throttled periods {cgroup.throttled()}"
+            )
+    finally:
+        node.stop_plugin()
+        cgroup.remove()
