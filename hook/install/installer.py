@@ -302,7 +302,8 @@ def write_install(options: InstallOptions, *, dry_run: bool = False, proc: str |
         lines = [f"would create directory {rooted(root, directory)}" for directory in created]
         lines.append(
             f"would write {rooted(root, paths.RUNTIME_TREE)}/{content.name} ({len(content.files)} files: the "
-            f"package the engines run) and point {rooted(root, paths.RUNTIME_TREE)}/current at it"
+            f"package the engines run{interpreter_note(content)}) and point "
+            f"{rooted(root, paths.RUNTIME_TREE)}/current at it"
         )
         for planned in plan.files:
             lines.append(f"would write {rooted(root, planned.path)} (mode {planned.mode:04o}):")
@@ -350,6 +351,13 @@ def next_last(lines: list[str]) -> list[str]:
     return [line for line in lines if not line.startswith(NEXT)] + [
         line for line in lines if line.startswith(NEXT)
     ]
+
+
+def interpreter_note(content: tree.TreeContent) -> str:
+    """What ``--dry-run`` says of the interpreter copied into the tree (``--python tree``); '' without one."""
+    if not content.bundled:
+        return ""
+    return f"; {len(content.bundled)} more: the interpreter they run, its loader and libraries"
 
 
 def coexistence_warnings(options: InstallOptions) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hook.install.bundle import elf_interpreter, kept, parse_list
+from hook.install.bundle import elf_interpreter, find_loader, kept, parse_list
 from hook.install.common import InstallError
 from hook.launcher import bundled_command, own_command, python_command, tree_command
 
@@ -139,3 +139,27 @@ def test_a_start_writes_nothing_into_the_tree(tree_python: list[str]) -> None:
     done = run_tree(tree_python, code)
     assert done.returncode == 0, done.stderr
     assert listing() == before
+
+
+def test_an_interpreter_without_the_x86_64_glibc_loader_is_refused_in_one_line(tmp_path: Path) -> None:
+    """``--python tree`` copies only what its loader form can start: a static binary (or a script) is
+    refused, naming the loader it has."""
+    with pytest.raises(InstallError) as caught:
+        find_loader("/bin/busybox")
+    assert str(caught.value) == (
+        "--python tree: /bin/busybox is not a dynamically linked x86_64 glibc interpreter (its loader: none); "
+        "run install with one (the DaemonSet's image has Debian 12's)"
+    )
+
+
+def test_dry_run_names_the_interpreter_it_would_copy(tmp_path: Path) -> None:
+    """``install --python tree --dry-run`` says the tree gets the interpreter too, and writes nothing."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "hook", "install", "--engine", "podman", "--root", str(tmp_path),
+         "--python", "tree", "--runtime", "/usr/sbin/runc", "--dry-run"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "more: the interpreter they run, its loader and libraries) and point" in done.stdout
+    assert "/opt/gpu-env-hook/current/python/ld-linux-x86-64.so.2 --library-path" in done.stdout
+    assert list(tmp_path.iterdir()) == []
