@@ -184,17 +184,24 @@ def _read_after_ours(path: str) -> bool:
     return os.path.relpath(path, paths.CRIO_DROPIN_DIR).split(os.sep)[0] > paths.CRIO_DROPIN_NAME
 
 
-def build_crio_dropin(table: dict[str, Any], base: str, nri: dict[str, Any] | None = None) -> bytes:
+def build_crio_dropin(
+    table: dict[str, Any], base: str, nri: dict[str, Any] | None = None, *, with_nri: bool = False
+) -> bytes:
     """Build the crio.conf.d drop-in registering ``table`` as handler RUNTIME_HANDLER, with the ``[crio.nri]``
-    keys ``nri`` when there are any (verified by reading it back)."""
+    keys ``nri`` when there are any (verified by reading it back); ``with_nri``: install --nri (no hooks
+    JSON beside it)."""
     from hook.install.tomlwrite import render_tables
 
+    beside = (
+        "Env files on the default runtime: the NRI plugin\n# (install --nri; no oci-hooks.d JSON)."
+        if with_nri
+        else "The oci-hooks.d JSON installed beside it\n# covers every container."
+    )
     header = (
         f"# Written by `gpu-env-hook install --engine crio` (gpu-env-hook {__version__}); `gpu-env-hook "
         "uninstall\n# --engine crio` removes it. Registers gpu-env-runtime as the runtime handler "
         f"{paths.RUNTIME_HANDLER} (a RuntimeClass\n# with `handler: {paths.RUNTIME_HANDLER}` selects it), "
-        f"with the settings of CRI-O's default runtime, {base}.\n# The oci-hooks.d JSON installed beside it "
-        "covers every container.\n"
+        f"with the settings of CRI-O's default runtime, {base}.\n# {beside}\n"
     )
     body = render_tables(("crio", "runtime", "runtimes", paths.RUNTIME_HANDLER), table, indent="")
     if nri:
@@ -205,8 +212,14 @@ def build_crio_dropin(table: dict[str, Any], base: str, nri: dict[str, Any] | No
 
 
 def plan(options: InstallOptions) -> EnginePlan:
-    """Return the drop-in, then the hooks JSON (written last: CRI-O reads it on every create)."""
-    hooks = plan_hooks(options)
+    """Return the drop-in, then the hooks JSON (written last: CRI-O reads it on every create).
+
+    ``--nri``: no hooks JSON. Its hook would run for every container on the node (a process for each, GPU or
+    not), and the plugin adds no hook of its own to a container that already has a GPU hook: the env-file
+    containers would get hooks.d's, which is not told that the plugin applied a pinned file (a strict
+    ``accept-nvidia-visible-devices-envvar-when-unprivileged = false`` would then pass none of its devices).
+    The plugin's prestart hook, with the decision, goes only to containers that name an env file."""
+    hooks = plan_hooks(options) if not options.nri else EnginePlan((), ())
     configs = load_configs(options.root)
     where = rooted(options.root, paths.CRIO_DROPIN_DIR)
     base_name, base = resolve_base_runtime(configs, where)
@@ -220,11 +233,13 @@ def plan(options: InstallOptions) -> EnginePlan:
         nri, socket = nri_settings(configs, options.root)
         planned_unit, note = plan_unit(options, socket)
         unit, nri_notes = (planned_unit,), (note,)
-    dropin = PlannedFile(dropin_path(), build_crio_dropin(table, base_name, nri), CONFIG_MODE)
+    dropin = PlannedFile(
+        dropin_path(), build_crio_dropin(table, base_name, nri, with_nri=options.nri), CONFIG_MODE
+    )
     restart = (
         f"next: restart CRI-O (systemctl restart crio) to load the runtime handler {paths.RUNTIME_HANDLER} "
-        f"(the settings of CRI-O's default runtime, {base_name}); the hooks JSON applies to new containers "
-        "without it"
+        f"(the settings of CRI-O's default runtime, {base_name})"
+        + ("" if options.nri else "; the hooks JSON applies to new containers without it")
     )
     runtime = resolve_real_runtime(options.root, base_name, base)
     notes = [*hooks.notes, restart, *nri_notes]

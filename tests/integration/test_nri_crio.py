@@ -279,7 +279,10 @@ def test_install_nri_end_to_end_on_a_node_with_nri_off(tmp_path: Path, image_arc
 
     records = tmp_path / "cli-records"
     records.mkdir()
+    # The strict gate: a pinned file's devices pass because the plugin's hook is told the file was pinned; a
+    # hook that was not (hooks.d's, for every container) would see plain variables and pass none.
     hook_config = (
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
         "[nvidia-container-cli]\n"
         f'path = "{STANDIN_CLI}"\n'
         f'environment = ["STANDIN_RECORD_DIR={records}"]\n'

@@ -190,3 +190,22 @@ def test_nri_md_cri_o_commands_are_install_mds() -> None:
         return [line.split("#")[0].strip() for line in block.group(1).splitlines()]
 
     assert commands("nri.md", "## On CRI-O") == commands("install.md", "### CRI-O with the NRI plugin")
+
+
+def test_nri_writes_no_hooks_json_and_takes_back_an_earlier_one(tmp_path: Path) -> None:
+    """With --nri no hooks JSON (its hook would run for every container and, being a GPU hook already there,
+    keep the plugin from adding its own with the decision); one an install without --nri wrote is taken
+    back by install --nri, and comes back when installed again without."""
+    hooks = tmp_path / paths.OCI_HOOKS_DIRS[0].lstrip("/") / paths.HOOK_JSON_NAME
+    node = write_node(tmp_path, {"/etc/crio/crio.conf": RUNC_MAIN})
+    before = files_of(node)
+    write_install(InstallOptions(engine="crio", python=PYTHON, root=str(node)))
+    assert hooks.is_file()
+    install(node)
+    assert not hooks.exists()
+    assert "# Env files on the default runtime: the NRI plugin" in (node / OURS.lstrip("/")).read_text()
+    write_install(InstallOptions(engine="crio", python=PYTHON, root=str(node), nri=False))
+    assert hooks.is_file()
+    assert not (node / UNIT_PATH.lstrip("/")).exists()
+    write_uninstall("crio", str(node))
+    assert files_of(node) == before

@@ -18,10 +18,11 @@ from hook.util import paths
 
 PYTHON_ARGV = [sys.executable, "-I", "-m", "hook"]
 HOOKS_DIR = paths.OCI_HOOKS_DIRS[0]
-CRIO_RESTART = (
+CRIO_RESTART_NRI = (
     "next: restart CRI-O (systemctl restart crio) to load the runtime handler gpu-env (the settings of CRI-O's "
-    "default runtime, crun); the hooks JSON applies to new containers without it"
+    "default runtime, crun)"
 )
+CRIO_RESTART = CRIO_RESTART_NRI + "; the hooks JSON applies to new containers without it"
 CRIO_AFTER = (
     "next: restart CRI-O (systemctl restart crio) when no container uses runtime handler gpu-env: it keeps the "
     "handlers it loaded until then (it notices hooks.d changes by itself)"
@@ -89,7 +90,9 @@ def next_steps(lines: list[str]) -> list[str]:
             [CRIO_AFTER],
             id="crio",
         ),
-        pytest.param("crio", ("--nri",), [CRIO_RESTART, NRI_START], [NRI_STOP, CRIO_AFTER], id="crio-nri"),
+        pytest.param(
+            "crio", ("--nri",), [CRIO_RESTART_NRI, NRI_START], [NRI_STOP, CRIO_AFTER], id="crio-nri"
+        ),
         pytest.param("containerd", (), ["containerd-restart:runc"], [CONTAINERD_AFTER], id="containerd"),
         pytest.param(
             "containerd",
