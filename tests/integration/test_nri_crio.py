@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -38,11 +39,15 @@ from test_nri_containerd import (
     GUARD_FAILED,
     PYTHON,
     VAR,
+    Relay,
     write_cdi_spec,
     write_guard_spec,
 )
 
 from hook.util import paths
+
+# Env files of a recorded run live here (GPU_ENV_HOOK_NRI_RECORD; removed after each test).
+CAPTURE_DIR = Path("/tmp/gpu-env-hook-nri-capture-crio")
 
 pytestmark = [
     pytest.mark.integration,
@@ -64,7 +69,9 @@ def write_env_file(directory: Path, name: str, content: str) -> Path:
 class Node:
     """One CRI-O with NRI, the plugin's configuration and a CRI client, for one test."""
 
-    def __init__(self, tmp_path: Path, daemon: Crio, hook_config: Path, records: Path) -> None:
+    def __init__(
+        self, tmp_path: Path, daemon: Crio, hook_config: Path, records: Path, env_dir: Path | None = None
+    ) -> None:
         self.tmp_path = tmp_path
         self.daemon = daemon
         self.hook_config = hook_config
@@ -72,17 +79,21 @@ class Node:
         self.client = CriClient(daemon.address)
         self.plugin: subprocess.Popen[bytes] | None = None
         self.plugin_log = tmp_path / "plugin.log"
-        self.env_dir = tmp_path / "nvidia-env"
+        self.env_dir = env_dir or tmp_path / "nvidia-env"
+        self.relay: Relay | None = None
         self.ready = tmp_path / "plugin.ready"
 
-    def start_plugin(self, argv: list[str] | None = None) -> None:
+    def start_plugin(self, argv: list[str] | None = None, *, record: bool = False) -> None:
         """Start ``gpu-env-hook nri`` on CRI-O's NRI socket (or ``argv``) and wait until it is ready: its
         readiness file (``GPU_ENV_HOOK_NRI_READY``, the manifest's readinessProbe), made once CRI-O configured
-        and synchronized it."""
+        and synchronized it. ``record``: through a relay that records the exchange (``save_record``)."""
         self.ready.unlink(missing_ok=True)
         if argv is None:
-            argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri"]
-            argv.append(str(self.daemon.nri_socket))
+            socket = self.daemon.nri_socket
+            if record:
+                self.relay = Relay(self.tmp_path / "relay.sock", socket)
+                socket = self.relay.listen
+            argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri", str(socket)]
         with self.plugin_log.open("ab") as log:
             self.plugin = subprocess.Popen(
                 argv,
@@ -156,6 +167,8 @@ def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) ->
     """CRI-O with NRI (its default), the test GPUs' CDI spec and the env-file guard's (as install writes it)
     in the node's /etc/cdi, a hook config using the stand-in cli; in CDI mode when parametrized with "cdi"."""
     device_mode = getattr(request, "param", "legacy")
+    # Recording (GPU_ENV_HOOK_NRI_RECORD): env files at a fixed path, so that the exchange replays anywhere.
+    env_dir = CAPTURE_DIR if os.environ.get("GPU_ENV_HOOK_NRI_RECORD") else tmp_path / "nvidia-env"
     tree = tmp_path / "node"
     (tree / "etc/crio").mkdir(parents=True)
     (tree / "etc/crio/crio.conf").write_text(node_config(tmp_path / "daemon"))
@@ -170,18 +183,40 @@ def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) ->
         f'path = "{STANDIN_CLI}"\n'
         f'environment = ["STANDIN_RECORD_DIR={records}"]\n'
         "[env-file]\n"
-        f'directories = ["{tmp_path / "nvidia-env"}"]\n'
+        f'directories = ["{env_dir}"]\n'
         f'[gpu-env]\ndevice-mode = "{device_mode}"\n'
         f'[gpu-env.cdi]\nspec-dirs = ["{cdi}"]\nspec-cache = "{tmp_path / "spec-cache"}"\n'
     )
     with running(tree, tmp_path / "daemon") as daemon:
         daemon.import_image(image_archive)
-        current = Node(tmp_path, daemon, hook_config, records)
+        current = Node(tmp_path, daemon, hook_config, records, env_dir)
         try:
             yield current
         finally:
             current.stop_plugin()
+            if current.relay is not None:
+                current.relay.close()
+                save_record(current)
             current.client.close()
+            if env_dir == CAPTURE_DIR:
+                shutil.rmtree(CAPTURE_DIR, ignore_errors=True)
+
+
+def save_record(current: Node) -> None:
+    """Write the relay's recording to GPU_ENV_HOOK_NRI_RECORD as ``cri-o-<version>.json``: the data
+    ``tests/unit/test_nri_replay.py`` replays in CI, where no CRI-O runs."""
+    directory = os.environ.get("GPU_ENV_HOOK_NRI_RECORD", "")
+    if not directory or current.relay is None:
+        return
+    version = str(current.client.version().runtime_version)
+    document = {
+        "runtime": f"cri-o {version}",
+        "recorded": time.strftime("%Y-%m-%d", time.gmtime()),
+        "env_dir": str(current.env_dir),
+        "env_files": {path.name: path.read_text() for path in sorted(current.env_dir.glob("*.env"))},
+        "chunks": current.relay.chunks,
+    }
+    (Path(directory) / f"cri-o-{version}.json").write_text(json.dumps(document, indent=1) + "\n")
 
 
 def test_env_file_applied_from_the_nri_identity_another_pods_refused(node: Node) -> None:
@@ -195,7 +230,7 @@ def test_env_file_applied_from_the_nri_identity_another_pods_refused(node: Node)
         ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-gpu-a\nGPU_ENV_HOOK_CONTAINER_NAME=gpu-a\n",
     )
     other = write_env_file(node.env_dir, "crio-b.env", ENV_FILE + "GPU_ENV_HOOK_POD_UID=uid-someone-else\n")
-    node.start_plugin()
+    node.start_plugin(record=bool(os.environ.get("GPU_ENV_HOOK_NRI_RECORD")))
     assert "configured by cri-o 1.36" in node.plugin_log.read_text()
 
     status, stdout = node.run("plain", {"FROM_CRI": "yes"})

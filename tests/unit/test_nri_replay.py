@@ -1,9 +1,11 @@
-"""The NRI plugin's protocol against exchanges recorded from a real containerd 2.x (tests/fixtures/nri).
+"""The NRI plugin's protocol against exchanges recorded from a real containerd 2.x and CRI-O
+(tests/fixtures/nri).
 
-Each recording is the bytes containerd and the plugin sent each other on the NRI socket during
-tests/integration/test_nri_containerd.py's first test (``GPU_ENV_HOOK_NRI_RECORD``), with the env files it
-used. Here the runtime's side is replayed to a fresh session over a socket pair and the plugin's answers
-must be the recorded ones: the same streams, statuses and lines, the same adjustments. No containerd runs.
+Each recording is the bytes the runtime and the plugin sent each other on the NRI socket during the first
+test of tests/integration/test_nri_containerd.py or test_nri_crio.py (``GPU_ENV_HOOK_NRI_RECORD``), with the
+env files it used. Here the runtime's side is replayed to a fresh session over a socket pair and the
+plugin's answers must be the recorded ones: the same streams, statuses and lines (CRI-O's refusals name its
+own annotation keys), the same adjustments. No containerd or CRI-O runs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from hook.nri.decide import Context
 from hook.nri.plugin import EVENTS, Session
 from hook.pipeline.config import parse_config
 
-RECORDINGS = sorted((TESTS / "fixtures" / "nri").glob("containerd-*.json"))
+RECORDINGS = sorted((TESTS / "fixtures" / "nri").glob("*.json"))
 HOOK: dict[str, object] = {"path": "/usr/bin/gpu-env-hook", "args": ["gpu-env-hook", "prestart"]}
 
 
@@ -72,22 +75,28 @@ def handoff(adjust: nri_pb2.ContainerAdjustment) -> list[str]:
 
 
 @pytest.fixture
-def env_files(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The recording, with its env files written back where they were (root-owned, as the rules want)."""
+def env_files(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """The recording, with its env files written back where they were (root-owned, as the rules want) for
+    the test, and taken away after it (the directory too when the fixture made it)."""
     if os.geteuid() != 0:
         pytest.skip("env files must be owned by root")
     recording: dict[str, Any] = json.loads(Path(request.param).read_text())
     directory = Path(recording["env_dir"])
+    made = not directory.exists()
     directory.mkdir(mode=0o755, exist_ok=True)
     for name, content in recording["env_files"].items():
         (directory / name).write_text(content)
         (directory / name).chmod(0o644)
-    return recording
+    yield recording
+    for name in recording["env_files"]:
+        (directory / name).unlink(missing_ok=True)
+    if made:
+        directory.rmdir()
 
 
-def test_there_is_a_recording() -> None:
-    """At least one recorded exchange is in the repository (from containerd 2.x)."""
-    assert RECORDINGS
+def test_there_is_a_recording_of_each_runtime() -> None:
+    """A recorded exchange of containerd 2.x and one of CRI-O are in the repository."""
+    assert {path.stem.rsplit("-", 1)[0] for path in RECORDINGS} == {"containerd", "cri-o"}
 
 
 @pytest.mark.parametrize("env_files", RECORDINGS, ids=[path.stem for path in RECORDINGS], indirect=True)
@@ -128,7 +137,8 @@ def test_replayed_exchange_gets_the_recorded_answers(env_files: dict[str, Any]) 
 
 @pytest.mark.parametrize("recording_path", RECORDINGS, ids=[path.stem for path in RECORDINGS])
 def test_recorded_requests_carry_the_pod_identity(recording_path: Path) -> None:
-    """containerd's CreateContainer names the pod's uid, namespace and name, and the runtime at Configure."""
+    """The runtime's CreateContainer names the pod's uid, namespace and name and the container's name, and
+    the runtime names itself at Configure."""
     recording = json.loads(recording_path.read_text())
     requests = [
         ttrpc_pb2.Request.FromString(m.data)
@@ -136,8 +146,8 @@ def test_recorded_requests_carry_the_pod_identity(recording_path: Path) -> None:
         if m.conn == wire.PLUGIN_CONN and m.kind == wire.REQUEST
     ]
     configure = nri_pb2.ConfigureRequest.FromString(requests[0].payload)
-    assert configure.runtime_name == "containerd"
-    assert recording["runtime"] == f"containerd {configure.runtime_version}"
+    assert recording["runtime"] == f"{configure.runtime_name} {configure.runtime_version}"
+    assert recording_path.stem.startswith(f"{configure.runtime_name}-")
     creates = [
         nri_pb2.CreateContainerRequest.FromString(r.payload)
         for r in requests
