@@ -172,7 +172,7 @@ _CDI_DIRS_DEFAULT = ("/etc/cdi", "/var/run/cdi")
 def check_env_file_guard(root: str, installed: tuple[str, ...]) -> Check:
     """Whether env-file containers are protected (hook.install.guard): the guard's CDI spec present,
     root-owned, not writable by others and the bytes' meaning install writes; and containerd's config
-    neither switches CDI off nor reads specs from directories without it."""
+    neither switches CDI off nor reads specs from directories without it, nor CRI-O's."""
     name, spec = "env-file guard", paths.ENV_FILE_GUARD_SPEC
     if not {"containerd", "crio"} & set(installed) and not os.path.lexists(under(root, spec)):
         return Check(name, ok=None, detail="not installed for containerd or CRI-O")
@@ -185,6 +185,9 @@ def check_env_file_guard(root: str, installed: tuple[str, ...]) -> Check:
     cdi = _containerd_cdi(root) if "containerd" in installed else ""
     if cdi:
         return Check(name, ok=False, detail=cdi, fix=f"enable CDI with /etc/cdi in {paths.CONTAINERD_CONFIG}")
+    cdi = _crio_cdi(root) if "crio" in installed else ""
+    if cdi:
+        return Check(name, ok=False, detail=cdi, fix="add /etc/cdi to that cdi_spec_dirs")
     return Check(
         name,
         ok=True,
@@ -217,6 +220,25 @@ def _containerd_cdi(root: str) -> str:
         dirs = settings.get("cdi_spec_dirs", _CDI_DIRS_DEFAULT)
         if isinstance(dirs, list) and directory not in dirs:
             return f"{paths.CONTAINERD_CONFIG}: cdi_spec_dirs in [plugins.'{table}'] leaves out {directory}"
+    return ""
+
+
+def _crio_cdi(root: str) -> str:
+    """What in CRI-O's files keeps it from resolving the guard's device ('' when nothing is seen): a
+    ``cdi_spec_dirs`` without the guard's directory, in the file whose value CRI-O uses (the last to set it;
+    CRI-O has CDI on, with /etc/cdi and /var/run/cdi, by default)."""
+    from hook.install.common import InstallError
+    from hook.install.crio import load_configs, runtime_section
+
+    try:
+        configs = load_configs(root)
+    except InstallError:
+        return ""
+    found = [(config.path, runtime_section(config.document).get("cdi_spec_dirs")) for config in configs]
+    setting = [(path, dirs) for path, dirs in found if isinstance(dirs, list)]
+    directory = os.path.dirname(paths.ENV_FILE_GUARD_SPEC)
+    if setting and directory not in setting[-1][1]:
+        return f"{setting[-1][0]}: cdi_spec_dirs in [crio.runtime] leaves out {directory}"
     return ""
 
 

@@ -202,6 +202,15 @@ def add_guard_cdi_off(root: Path) -> None:
     )
 
 
+def add_guard_crio_dirs_without_etc_cdi(root: Path) -> None:
+    """The guard's spec in place for CRI-O, but a crio.conf.d file reads CDI specs from elsewhere only."""
+    put(root, "/usr/bin/crio", "#!/bin/sh\n", 0o755)
+    add_record(root, "crio")
+    put(root, paths.ENV_FILE_GUARD_SPEC, guard_spec().decode())
+    put(root, "/etc/crio/crio.conf", '[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n')
+    put(root, f"{paths.CRIO_DROPIN_DIR}/50-cdi.conf", '[crio.runtime]\ncdi_spec_dirs = ["/var/run/cdi"]\n')
+
+
 def add_guard_changed(root: Path) -> None:
     """The guard's spec with its mount's source changed (a path that could exist)."""
     add_guarded_containerd(root)
@@ -330,6 +339,13 @@ def remove_cli(root: Path) -> None:
             False,
             f"{paths.CONTAINERD_CONFIG}: enable_cdi = false in [plugins.'io.containerd.grpc.v1.cri']",
             id="guard-cdi-off",
+        ),
+        pytest.param(
+            add_guard_crio_dirs_without_etc_cdi,
+            "env-file guard",
+            False,
+            f"{paths.CRIO_DROPIN_DIR}/50-cdi.conf: cdi_spec_dirs in [crio.runtime] leaves out /etc/cdi",
+            id="guard-crio-cdi-dirs",
         ),
         pytest.param(
             remove_cli,
