@@ -669,7 +669,7 @@ def versions(binaries: Path, toolkit: Path, daemon: Containerd) -> list[str]:
     return [
         f"containerd: {containerd} ({binaries})",
         f"runc:       {runc}",
-        f"NVIDIA:     {nvidia} ({toolkit}; built from NVIDIA/nvidia-container-toolkit v1.20.0's source)",
+        f"NVIDIA:     {nvidia} ({toolkit}; a build without its version stamp says 'version unknown')",
         f"python:     {PYTHON} ({sys.version.split()[0]}), the plugin's interpreter and its hook's",
     ]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -296,6 +297,7 @@ def node(tmp_path: Path, image_archive: Path, request: pytest.FixtureRequest) ->
                 current.relay.close()
                 save_record(current)
             current.client.close()
+            shutil.rmtree(ENV_DIR, ignore_errors=True)  # the test's env files: nothing left in /tmp
 
 
 def containerd_version(daemon: Containerd) -> str:
