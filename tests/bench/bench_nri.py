@@ -146,6 +146,9 @@ class Figures:
     burst_create: list[float] = field(default_factory=list)
     # containerd's view of the plugins' CreateContainer calls per block: (block, calls, mean ms), NRI's metrics
     nri_calls: list[tuple[str, int, float]] = field(default_factory=list)
+    # CPU ms per container in each burst's timed part: containerd's, the pod's shim with what it waited for
+    # (runc or NVIDIA's runtime, hooks, the cli, the containers' processes), the plugin's
+    burst_cpu: list[tuple[float, ...]] = field(default_factory=list)  # containerd, shim and children, plugin
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -338,10 +341,12 @@ def nri_create_latency(address: str) -> tuple[int, float]:
     return count, total
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads) so far."""
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User + system CPU time of a process (all its threads) so far; with ``children``, also that of the
+    children it has waited for (a shim's: runc, the runtime, hooks, the containers' processes)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 class Plugin:
@@ -429,6 +434,15 @@ class Bench:
             config = self.client.sandbox_config(f"bench-{setup.key}", self.work / "logs", annotations)
             self.pods[setup.key] = (self.client.run_pod_sandbox(config, setup.handler), config)
         return self.pods[setup.key]
+
+    def shim(self, setup: Setup) -> int:
+        """The pid of the shim serving the setup's pod (a runc.v2 shim per pod sandbox)."""
+        sandbox, _ = self.pod(setup)
+        for pid in self.daemon.shim_pids():
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if sandbox.encode() in argv:
+                return pid
+        raise RuntimeError(f"no shim for the pod of {setup.key}")
 
     def request(self, setup: Setup, index: int) -> tuple[dict[str, str], list[str], list[str]]:
         """The container's environment, CDI devices and command for this setup."""
@@ -537,6 +551,8 @@ class Bench:
             for index in indices:  # the env files are there before the burst, as a device plugin's are
                 self.request(setup, index)
             gate = threading.Barrier(count + 1)
+            daemon = self.daemon.process.pid if self.daemon.process is not None else 0
+            shim = self.shim(setup)
 
             def one(index: int) -> tuple[float, str]:
                 gate.wait()
@@ -544,19 +560,22 @@ class Bench:
 
             with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
                 futures = [pool.submit(one, index) for index in indices]
+                daemon_cpu, shim_cpu = cpu_seconds(daemon), cpu_seconds(shim, children=True)
+                plugin_cpu = plugin.cpu() if plugin is not None else 0.0
                 gate.wait()
                 started = time.perf_counter()
                 results = [future.result() for future in futures]
                 wall = time.perf_counter() - started
-            cpu = plugin.cpu() if plugin is not None else 0.0
+                daemon_cpu = cpu_seconds(daemon) - daemon_cpu
+                shim_cpu = cpu_seconds(shim, children=True) - shim_cpu
+                plugin_cpu = (plugin.cpu() if plugin is not None else 0.0) - plugin_cpu
+            figures.burst_cpu.append(tuple(cpu * 1000 / count for cpu in (daemon_cpu, shim_cpu, plugin_cpu)))
             with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
                 list(pool.map(lambda result: self.finish(setup, result[1]), results))
         self.verify_cli(setup, count)
         figures.burst += [seconds for seconds, _ in results]
         figures.burst_create += [self.create_seconds[container] for _, container in results]
         figures.walls.append(wall)
-        if plugin is not None:
-            figures.plugin_cpu_ms.append(cpu * 1000 / count)
         figures.loads.append((f"burst x{count}", before, loadavg()))
 
     def verify_cli(self, setup: Setup, count: int) -> None:
@@ -701,6 +720,9 @@ def summary(figures: dict[str, Figures]) -> dict[str, dict[str, float]]:
             row["wall"] = statistics.median(fig.walls)
         if fig.plugin_cpu_ms:
             row["plugin_cpu_ms"] = statistics.median(fig.plugin_cpu_ms)
+        for index, name in enumerate(("containerd", "shim", "plugin")):
+            if fig.burst_cpu:
+                row[f"burst_{name}_cpu_ms"] = statistics.median(cpu[index] for cpu in fig.burst_cpu)
         if fig.sequential_create:
             row["seq_create_p50"] = statistics.median(fig.sequential_create) * 1000
         if fig.burst_create:
@@ -867,6 +889,13 @@ def run(args: argparse.Namespace, work: Path, binaries: Path, toolkit: Path) -> 
     for key, row in rows.items():
         print(f"  {key:<16} {row.get('seq_create_p50', 0):7.1f} {row.get('seq_create_p50_added', 0):+7.1f}   "
               f"{row.get('burst_create_p50', 0):7.1f} {row.get('burst_create_p50_added', 0):+7.1f}")  # fmt: skip
+    print(
+        "\nCPU ms per container in the bursts' timed part: containerd | the pod's shim with runc or the runtime,"
+    )
+    print("hooks, cli and the containers' processes | the plugin")
+    for key, row in rows.items():
+        print(f"  {key:<16} {row.get('burst_containerd_cpu_ms', 0):6.1f} | {row.get('burst_shim_cpu_ms', 0):6.1f} | "
+              f"{row.get('burst_plugin_cpu_ms', 0):6.2f}")  # fmt: skip
     print("\nload (1/5/15 min) before -> after each block:")
     for key, fig in bench.figures.items():
         print(f"  {key:<16} " + "; ".join(f"{what}: {a} -> {b}" for what, a, b in fig.loads))
