@@ -50,6 +50,8 @@ ALWAYS_BOUND = NODE_BINDS[:3]
 # CRI-O's NRI socket directory (``nri_listen``'s default), a directory of the workdir in the namespace: a
 # plugin there connects at the node path (``nsenter_argv``), one outside at ``Crio.nri_socket``.
 NRI_DIR = "/var/run/nri"
+# Node paths a test may bind besides (``Crio(binds=...)``): the hook's configuration directory.
+MORE_BINDS = ("/etc/nvidia-container-runtime",)
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 # Mount points the namespaces create on the host's file system (absent before the first daemon): removed
@@ -58,7 +60,7 @@ STOP_TIMEOUT = 10.0
 # pods (``/crio`` under each controller) is removed the same way when it was not there before.
 ABSENT_BEFORE = [
     next(path for path in [*reversed(Path(target).parents), Path(target)] if not os.path.lexists(path))
-    for target in (*NODE_BINDS, NRI_DIR)
+    for target in (*NODE_BINDS, NRI_DIR, *MORE_BINDS)
     if not os.path.lexists(target)
 ]
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -96,10 +98,18 @@ def node_config(workdir: Path) -> str:
     )
 
 
-def namespace_argv(node: Path, workdir: Path, argv: list[str]) -> list[str]:
+def namespace_argv(
+    node: Path,
+    workdir: Path,
+    argv: list[str],
+    *,
+    nri_dir: Path | None = None,
+    binds_more: dict[str, Path] | None = None,
+) -> list[str]:
     """Return ``argv`` wrapped to run in a private mount namespace that sees the node tree's files at the
-    node paths (``NODE_BINDS``)."""
-    binds: list[tuple[Path, str]] = []
+    node paths (``NODE_BINDS``, and ``binds_more``: node path -> directory), and ``nri_dir`` (else a
+    directory of ``workdir``) as ``/var/run/nri``."""
+    binds: list[tuple[Path, str]] = [(source, target) for target, source in (binds_more or {}).items()]
     for target in NODE_BINDS:
         source = node / target.lstrip("/")
         if source.is_dir():
@@ -108,7 +118,7 @@ def namespace_argv(node: Path, workdir: Path, argv: list[str]) -> list[str]:
             empty = workdir / "empty" / target.strip("/").replace("/", "-")
             empty.mkdir(parents=True, exist_ok=True)
             binds.append((empty, target))
-    nri = workdir / "nri"
+    nri = nri_dir or workdir / "nri"
     nri.mkdir(parents=True, exist_ok=True)
     binds.append((nri, NRI_DIR))
     script = ["set -e"]
@@ -186,16 +196,30 @@ def config_value(text: str, section: str, key: str) -> str | None:
 
 
 class Crio:
-    """One CRI-O daemon for one test: its own storage, run root and sockets, the node's files at node paths."""
+    """One CRI-O daemon for one test: its own storage, run root and sockets, the node's files at node paths.
 
-    def __init__(self, node: Path, workdir: Path, *, extra: list[str] | None = None) -> None:
+    ``nri_dir``: the directory mounted over ``/var/run/nri`` (default: one of ``workdir``), e.g. the node
+    root's, where a plugin container with the manifest's mounts finds the socket; ``binds``: more node paths
+    (of ``MORE_BINDS``) -> the directories they show."""
+
+    def __init__(
+        self,
+        node: Path,
+        workdir: Path,
+        *,
+        extra: list[str] | None = None,
+        nri_dir: Path | None = None,
+        binds: dict[str, Path] | None = None,
+    ) -> None:
         self.node = node
         self.workdir = workdir
         self.extra = extra or []
+        self.nri_dir = nri_dir or workdir / "nri"
+        self.binds = binds or {}
         self.address = str(workdir / "crio.sock")
         # The NRI socket at the node path (CRI-O's default, or the node config's nri_listen beneath it), as
         # a process outside the namespace reaches it.
-        self.nri_socket = workdir / "nri" / "nri.sock"
+        self.nri_socket = self.nri_dir / "nri.sock"
         self.log_path = workdir / "crio.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -210,7 +234,7 @@ class Crio:
         argv = [crio_binary(), *scratch_flags(self.workdir), "--log-level", "info", *self.extra]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                namespace_argv(self.node, self.workdir, argv),
+                namespace_argv(self.node, self.workdir, argv, nri_dir=self.nri_dir, binds_more=self.binds),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -303,9 +327,17 @@ def _answers(client: Any) -> bool:
 
 
 @contextlib.contextmanager
-def running(node: Path, workdir: Path, *, extra: list[str] | None = None) -> Iterator[Crio]:
-    """Start a CRI-O for ``node`` and stop it (and its conmons, containers) when the block ends."""
-    daemon = Crio(node, workdir, extra=extra)
+def running(
+    node: Path,
+    workdir: Path,
+    *,
+    extra: list[str] | None = None,
+    nri_dir: Path | None = None,
+    binds: dict[str, Path] | None = None,
+) -> Iterator[Crio]:
+    """Start a CRI-O for ``node`` and stop it (and its conmons, containers) when the block ends; ``nri_dir``
+    (its NRI socket directory) and ``binds`` as for :class:`Crio`."""
+    daemon = Crio(node, workdir, extra=extra, nri_dir=nri_dir, binds=binds)
     try:
         yield daemon.start()
     finally:
