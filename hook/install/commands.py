@@ -117,8 +117,8 @@ def install_command(
         bool | None,
         typer.Option(
             "--nri/--no-nri",
-            help="containerd >= 1.7: also register the NRI plugin (a systemd unit, NRI switched on where "
-            "it is off; docs/nri.md; default: as the last install, else off).",
+            help="containerd >= 1.7, CRI-O: also register the NRI plugin (a systemd unit, NRI switched on "
+            "where it is off; CRI-O: no hooks JSON; docs/nri.md; default: as the last install, else off).",
             show_default=False,
         ),
     ] = None,
