@@ -138,10 +138,14 @@ def check_nri(
     name = "NRI plugin"
     other = f"pods take {fallback_path(installed)}"
     unit = f"; unit {UNIT_NAME} written" if os.path.isfile(under(root, UNIT_PATH)) else ""
-    try:
-        is_socket = stat.S_ISSOCK(os.stat(under(root, paths.NRI_SOCKET)).st_mode)
-    except OSError:
-        is_socket = False
+    from hook.install.common import InstallError
+    from hook.install.rootfs import NodeRoot
+
+    try:  # links resolved beneath the root: the node's /var/run is a link to /run
+        found = NodeRoot(root).stat(paths.NRI_SOCKET)
+    except InstallError:
+        found = None
+    is_socket = found is not None and stat.S_ISSOCK(found.st_mode)
     if not is_socket:
         return Check(name, ok=None, detail=f"no NRI socket at {paths.NRI_SOCKET}{unit}: {other}")
     if processes is None:

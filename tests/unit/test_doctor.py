@@ -595,6 +595,22 @@ def test_check_nri(
     assert (check.name, check.ok, check.detail) == ("NRI plugin", ok, detail)
 
 
+def test_check_nri_follows_the_nodes_var_run_link_beneath_the_root(tmp_path: Path) -> None:
+    """doctor --root /host (run in a pod that sees the node there): the node's /var/run is a link to /run, as
+    on Debian, Ubuntu and RHEL; the socket is found at the node's /run/nri, not at the pod's own /run."""
+    root = tmp_path / "node"
+    (root / "run/nri").mkdir(parents=True)
+    (root / "var").mkdir()
+    (root / "var/run").symlink_to("/run")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(root / "run/nri/nri.sock"))
+    listener.close()
+    check = check_nri(str(root), [], ("containerd",))
+    assert check.detail == (
+        "/var/run/nri/nri.sock present, gpu-env-hook nri not running: pods take the runtime shim (handler gpu-env)"
+    )
+
+
 @pytest.mark.parametrize(
     ("installed", "unit", "detail", "fix"),
     [
