@@ -100,6 +100,7 @@ CDI_CHECK = f"test -c /dev/nvidia0 && test -c /dev/nvidiactl && test -L {LIB_DIR
 LEGACY_CHECK = 'test -n "$NVIDIA_VISIBLE_DEVICES"'
 BURST_TARGET = 1.1
 NVIDIA_NRI_ANNOTATION = "nvidia.cdi.k8s.io/pod"
+NVIDIA_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 RUNTIME_EXECUTABLES = (
     "nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy",
     "nvidia-container-runtime-hook", "nvidia-ctk", "nvidia-cdi-hook",
@@ -494,6 +495,14 @@ class Bench:
 
     def create_and_start(self, setup: Setup, index: int) -> tuple[float, str]:
         """CreateContainer + StartContainer, timed together; the seconds and the container id."""
+        if setup.handler and self.daemon.process is not None:
+            # NVIDIA's config as the daemon's namespace sees it: another daemon that used the same node path
+            # and removed its mount point on the host (not under the engine lock) would take it away.
+            seen = Path(f"/proc/{self.daemon.process.pid}/root{NVIDIA_CONFIG}")
+            if not seen.is_file():
+                raise RuntimeError(
+                    f"{NVIDIA_CONFIG} is gone from the daemon's view (its mount point removed?)"
+                )
         sandbox, config = self.pod(setup)
         env, devices, command = self.request(setup, index)
         name = f"{setup.key}-{index}"
