@@ -1,6 +1,7 @@
-"""What the env-file guard costs per container on a real containerd 2.x (``GPU_ENV_HOOK_CONTAINERD2``).
+"""What the env-file guard costs per container on a real containerd 2.x (``GPU_ENV_HOOK_CONTAINERD2``), or with
+``--crio`` on a real CRI-O (``GPU_ENV_HOOK_CRIO``).
 
-One containerd 2.x (NRI on, CDI mode), one pod sandbox through CRI; CreateContainer + StartContainer timed
+One runtime (NRI on, CDI mode), one pod sandbox through CRI; CreateContainer + StartContainer timed
 together, as kubelet calls them, in blocks that alternate:
 
 - ``env file + guard``: an env-file container given the guard's CDI device, the plugin connected (it removes
@@ -11,7 +12,8 @@ together, as kubelet calls them, in blocks that alternate:
   directory (a node with our install);
 - ``plain, not installed``: the same container, no plugin connected and no guard spec (a node without it).
 
-Run as root: ``GPU_ENV_HOOK_CONTAINERD2=DIR .venv/bin/python tests/bench/bench_guard.py [--rounds N]``.
+Run as root: ``GPU_ENV_HOOK_CONTAINERD2=DIR .venv/bin/python tests/bench/bench_guard.py [--rounds N]``, or
+``GPU_ENV_HOOK_CRIO=DIR .venv/bin/python tests/bench/bench_guard.py --crio [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +76,41 @@ def create_and_start(
     return took
 
 
+@contextlib.contextmanager
+def runtime_node(crio: bool, work: Path, hook_config: Path, archive: Path) -> Iterator[Any]:
+    """The runtime (its CDI specs in ``work/cdi``, NRI on) with the test image, as the NRI tests' ``Node``."""
+    if not crio:
+        tree = work / "node"
+        (tree / "etc/containerd").mkdir(parents=True)
+        (tree / "etc/containerd/config.toml").write_text(containerd_config(work / "nri.sock", work / "cdi"))
+        with running(tree, work / "daemon", binaries=BINARIES) as daemon:
+            daemon.import_image(archive)
+            yield Node(work, daemon, hook_config, work)
+        return
+    import crio as crio_harness
+    import test_nri_crio
+
+    tree = work / "node"
+    (tree / "etc/crio").mkdir(parents=True)
+    (tree / "etc/crio/crio.conf").write_text(crio_harness.node_config(work / "daemon"))
+    (tree / "etc/cdi").symlink_to(work / "cdi")
+    with crio_harness.running(tree, work / "daemon") as daemon:
+        daemon.import_image(archive)
+        yield test_nri_crio.Node(work, daemon, hook_config, work, ENV_DIR)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the alternating blocks and print p50/p95 per setup and the differences."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6, help=f"blocks of {BLOCK} per setup")
+    parser.add_argument("--crio", action="store_true", help="on CRI-O (GPU_ENV_HOOK_CRIO) instead")
     args = parser.parse_args(argv)
-    if BINARIES is None or os.geteuid() != 0:
-        print("bench_guard: needs root and GPU_ENV_HOOK_CONTAINERD2 (a containerd 2.x build)")
+    from engine_builds import crio_dir
+
+    built = crio_dir() if args.crio else BINARIES
+    if built is None or os.geteuid() != 0:
+        print("bench_guard: needs root and GPU_ENV_HOOK_CONTAINERD2 (a containerd 2.x build), or with --crio")
+        print("GPU_ENV_HOOK_CRIO (a CRI-O build)")
         return 2
     times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
@@ -92,16 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             f'spec-cache = "{work / "spec-cache"}"\n'
         )
         write_cdi_spec(work / "cdi")
-        tree = work / "node"
-        (tree / "etc/containerd").mkdir(parents=True)
-        (tree / "etc/containerd/config.toml").write_text(containerd_config(work / "nri.sock", work / "cdi"))
         env_file = write_env_file(
             "bench-guard.env", "GPU_ENV_HOOK_POD_UID=uid-bench\nNVIDIA_VISIBLE_DEVICES=0\n"
         )
         guard_spec = work / "cdi" / Path(paths.ENV_FILE_GUARD_SPEC).name
-        with running(tree, work / "daemon", binaries=BINARIES) as daemon:
-            daemon.import_image(archive)
-            node = Node(work, daemon, hook_config, work)
+        with runtime_node(args.crio, work, hook_config, archive) as node:
             try:
                 config = node.client.sandbox_config("bench", work / "logs", {})
                 sandbox = node.client.run_pod_sandbox(config, "")
@@ -126,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     block("plain, installed", plain, False)
                     node.stop_plugin()
                     guard_spec.unlink()
-                    time.sleep(0.5)  # containerd's CDI cache sees the spec gone
+                    time.sleep(0.5)  # the runtime's CDI cache sees the spec gone
                     block("plain, not installed", plain, False)
                 with contextlib.suppress(grpc.RpcError):
                     node.client.stop_pod_sandbox(sandbox)
@@ -137,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 env_file.unlink()
     load = os.getloadavg()
     print(
-        f"containerd {BINARIES}, {args.rounds} rounds of {BLOCK} per setup, load {load[0]:.1f} {load[1]:.1f}"
+        f"{'CRI-O' if args.crio else 'containerd'} {built}, {args.rounds} rounds of {BLOCK} per setup, "
+        f"load {load[0]:.1f} {load[1]:.1f}"
     )
     for label, values in times.items():
         ordered = sorted(values)
