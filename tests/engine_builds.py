@@ -2,7 +2,9 @@
 
 Debian 12 packages containerd 1.6 only; tests that need containerd 2.x take a build of it from
 ``GPU_ENV_HOOK_CONTAINERD2``: a directory holding ``containerd`` and ``containerd-shim-runc-v2`` (and
-``ctr``), or the directory above such a ``bin/``. Without it those tests are skipped.
+``ctr``), or the directory above such a ``bin/``. Tests that need CRI-O (not packaged for Debian 12 either)
+take a build from ``GPU_ENV_HOOK_CRIO``: a directory holding ``crio`` and ``pinns`` (or above such a
+``bin/``). Without them those tests are skipped.
 """
 
 from __future__ import annotations
