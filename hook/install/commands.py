@@ -135,6 +135,15 @@ def install_command(
             help="--nri: the interpreter the plugin's unit runs, one with protobuf (default: this one)."
         ),
     ] = None,
+    nri_unit: Annotated[
+        bool | None,
+        typer.Option(
+            "--nri-unit/--no-nri-unit",
+            help="--nri: write the plugin's systemd unit; --no-nri-unit when the plugin runs elsewhere, as "
+            "in the NRI DaemonSet's container (default: as the last install, else on).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Install the hook and the runtime shim for one engine (undo with uninstall); install again (an
     upgrade) reuses each option of the last install that is not given."""
@@ -151,6 +160,7 @@ def install_command(
         "runtime": runtime,
         "nri": nri,
         "containerd_binary": containerd_binary,
+        "nri_unit": nri_unit,
     }
     options, reused = resolve_options(chosen, os.path.abspath(root), given, default_python())
     options = options._replace(nri_python=nri_python or os.path.abspath(sys.executable))

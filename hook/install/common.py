@@ -45,11 +45,13 @@ class InstallOptions(NamedTuple):
     runtime: str | None = None
     # The OCI timeout of the hooks JSON entries ([gpu-env-hook] timeout of the config the hook uses).
     hook_timeout: int = 60
-    # containerd: also register the NRI plugin (hook.install.nri), its containerd binary (node path; None:
-    # found on the node's PATH) and the interpreter its unit runs (one with protobuf).
+    # containerd, CRI-O: also register the NRI plugin (hook.install.nri), its containerd binary (node path;
+    # None: found on the node's PATH) and the interpreter its unit runs (one with protobuf); nri_unit False:
+    # no unit, the plugin runs elsewhere (the NRI DaemonSet's container).
     nri: bool = False
     containerd_binary: str | None = None
     nri_python: str | None = None
+    nri_unit: bool = True
 
 
 class PlannedFile(NamedTuple):

@@ -652,8 +652,9 @@ def plan(options: InstallOptions) -> EnginePlan:
         extra = nri.nri_tables(
             version, main.version, effective_config(source.chain), with_table, dropin=dropin
         )
-        planned_unit, note = nri.plan_unit(options)
-        unit, nri_notes = (planned_unit,), (note,)
+        if options.nri_unit:
+            planned_unit, note = nri.plan_unit(options)
+            unit, nri_notes = (planned_unit,), (note,)
     edited, handler = plan_handler(options.root, source, extra)
     where = rooted(options.root, handler.target)
     file = PlannedFile(handler.target, edited, config_mode(where), CONTAINERD_MERGE)

@@ -231,8 +231,9 @@ def plan(options: InstallOptions) -> EnginePlan:
         from hook.install.nri import plan_unit
 
         nri, socket = nri_settings(configs, options.root)
-        planned_unit, note = plan_unit(options, socket)
-        unit, nri_notes = (planned_unit,), (note,)
+        if options.nri_unit:
+            planned_unit, note = plan_unit(options, socket)
+            unit, nri_notes = (planned_unit,), (note,)
     dropin = PlannedFile(
         dropin_path(), build_crio_dropin(table, base_name, nri, with_nri=options.nri), CONFIG_MODE
     )

@@ -63,8 +63,19 @@ def find_binary(options: InstallOptions) -> str:
     )
 
 
+# What ``--no-nri-unit`` (the NRI DaemonSet, which is for containerd 2.0 and later) takes a node whose
+# containerd is not on the fixed PATH for (k3s and RKE2 keep theirs elsewhere).
+DAEMONSET_MINIMUM = (2, 0)
+
+
 def containerd_version(options: InstallOptions) -> tuple[int, int]:
-    """Run ``containerd --version`` and return (major, minor); refuse what has no NRI (before 1.7)."""
+    """Run ``containerd --version`` and return (major, minor); refuse what has no NRI (before 1.7). With
+    ``--no-nri-unit`` and no containerd found, containerd 2.0 (``DAEMONSET_MINIMUM``)."""
+    if not options.nri_unit and options.containerd_binary is None:
+        try:
+            find_binary(options)
+        except InstallError:
+            return DAEMONSET_MINIMUM
     binary = find_binary(options)
     where = rooted(options.root, binary)
     try:

@@ -24,6 +24,7 @@ RECORDED = (
     "runtime",
     "nri",
     "containerd_binary",
+    "nri_unit",
 )
 _DEFAULTS = InstallOptions(engine="", python="")
 

@@ -12,6 +12,9 @@
 #                 libraries, in the node's /opt/gpu-env-hook: the node needs no Python or C library of
 #                 its own), or the node's Python 3.11 or later, as a node path   (default tree)
 #   INSTALL_ARGS  further `install` options, e.g. "--config /etc/nvidia-container-runtime/config.toml"
+#   NRI           pod: the NRI path with the plugin in this DaemonSet's container (install --nri
+#                 --no-nri-unit: NRI switched on where a config keeps it off, no unit; CRI-O: no hooks
+#                 JSON, whose hook would run for every container)   (default: empty, the runtime handler)
 #   THEN          idle | exit: what to do once done                 (default idle)
 set -eu
 
@@ -20,6 +23,14 @@ ENGINE=${ENGINE:-auto}
 HOST=${HOST:-/host}
 PY=${PY:-tree}
 INSTALL_ARGS=${INSTALL_ARGS:-}
+case ${NRI:-} in
+pod) INSTALL_ARGS="--nri --no-nri-unit $INSTALL_ARGS" ;;
+'') ;;
+*)
+    echo "gpu-env-hook: NRI=$NRI: must be pod or empty" >&2
+    exit 1
+    ;;
+esac
 # The image's own gpu-env-hook (isolated: nothing from the environment changes what it imports).
 HOOK="/usr/local/lib/gpu-env-hook/bin/python -I -m hook"
 

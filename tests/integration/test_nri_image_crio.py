@@ -69,7 +69,10 @@ def plugin(image: str, node: Path, request: pytest.FixtureRequest, tmp_path: Pat
     else:
         records = tmp_path / "cli-records"
         records.mkdir()
+        # The strict gate: a pinned file's devices pass because the plugin's hook is told the file was
+        # pinned (a hooks JSON's hook, which install --nri does not write, would not be).
         config.write_text(
+            "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
             f'[nvidia-container-cli]\npath = "{STANDIN_CLI}"\nenvironment = ["STANDIN_RECORD_DIR={records}"]\n'
         )
     spec = pod_spec()
@@ -83,6 +86,9 @@ def plugin(image: str, node: Path, request: pytest.FixtureRequest, tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gpu-env-hook: installed; stays installed when the pod stops" in done.stdout
     assert (node / paths.ENV_FILE_GUARD_SPEC.lstrip("/")).is_file()
+    # NRI=pod: no hooks JSON (its hook would run for every container) and no systemd unit.
+    assert not (node / paths.OCI_HOOKS_DIRS[0].lstrip("/") / paths.HOOK_JSON_NAME).exists()
+    assert not (node / "etc/systemd/system/gpu-env-hook-nri.service").exists()
     (container,) = spec["containers"]
     name = f"gpu-env-hook-nri-crio-{unique_id()}"
     command = container["command"]

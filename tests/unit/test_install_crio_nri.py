@@ -209,3 +209,17 @@ def test_nri_writes_no_hooks_json_and_takes_back_an_earlier_one(tmp_path: Path) 
     assert not (node / UNIT_PATH.lstrip("/")).exists()
     write_uninstall("crio", str(node))
     assert files_of(node) == before
+
+
+def test_no_nri_unit_as_the_nri_daemonset_installs(tmp_path: Path) -> None:
+    """--nri --no-nri-unit (the NRI DaemonSet's init container, NRI=pod): NRI switched on, no unit (the
+    plugin runs in the pod), no hooks JSON; uninstall restores every byte."""
+    node = write_node(tmp_path, {"/etc/crio/crio.conf": RUNC_MAIN + NRI_OFF})
+    before = files_of(node)
+    lines = install(node, nri_unit=False)
+    assert dropin_of(node)["crio"]["nri"] == {"enable_nri": True}
+    assert not (node / UNIT_PATH.lstrip("/")).exists()
+    assert not (node / paths.OCI_HOOKS_DIRS[0].lstrip("/") / paths.HOOK_JSON_NAME).exists()
+    assert not any("gpu-env-hook-nri" in line for line in lines)
+    write_uninstall("crio", str(node))
+    assert files_of(node) == before

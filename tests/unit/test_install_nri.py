@@ -223,3 +223,15 @@ def test_containerd_2_config_dump_loads_the_edit_with_every_setting(tmp_path: Pa
     assert runtime[paths.RUNTIME_HANDLER]["options"]["BinaryName"] == paths.runtime_wrapper("containerd")
     assert runtime[paths.RUNTIME_HANDLER]["options"]["SystemdCgroup"] is True
     assert document["plugins"][NRI_PLUGIN]["disable"] is False
+
+
+def test_no_nri_unit_without_a_containerd_binary_takes_containerd_2(tmp_path: Path) -> None:
+    """--nri --no-nri-unit (the NRI DaemonSet, for containerd 2.0 and later) on a node whose containerd is
+    not on the fixed PATH (k3s, RKE2; the DaemonSet's tests' node root): taken as 2.x, whose NRI is on
+    unless a config turns it off, and no unit is written."""
+    (tmp_path / "etc/containerd").mkdir(parents=True)
+    (tmp_path / MAIN.lstrip("/")).write_text(V2)
+    lines = install(tmp_path, nri_unit=False)
+    assert not (tmp_path / UNIT_PATH.lstrip("/")).exists()
+    assert NRI_PLUGIN not in config_of(tmp_path).get("plugins", {})
+    assert not any("gpu-env-hook-nri" in line for line in lines)

@@ -291,6 +291,7 @@ def test_nri_manifest_installs_first_then_runs_the_plugin(nri_pod: dict[str, Any
     assert "command" not in install
     assert env_of(install)["MODE"] == "install"
     assert env_of(install)["THEN"] == "exit"
+    assert env_of(install)["NRI"] == "pod"
     assert plugin["command"] == [
         "/usr/local/lib/gpu-env-hook/bin/python",
         "-I",
