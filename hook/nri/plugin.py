@@ -2,7 +2,7 @@
 
 The plugin connects to the runtime's NRI socket (checking that root, or this user, listens there),
 registers (``Runtime.RegisterPlugin``), is configured (``Plugin.Configure``: it subscribes to
-CreateContainer and RemoveContainer and learns the runtime's name and version), synchronized
+CreateContainer alone, the one event it acts on, and learns the runtime's name and version), synchronized
 (``Plugin.Synchronize``, in chunks while ``more`` is set; nothing to update: after the last one the runtime
 sends it events, so it is ready -- ``ready``, e.g. a readiness file) and then answers each CreateContainer
 with ``hook.nri.decide``. A refusal is the request's error status: the runtime fails the
@@ -35,7 +35,10 @@ PLUGIN_NAME = "gpu-env-hook"
 PLUGIN_INDEX = "10"
 SERVICE_PLUGIN = "nri.pkg.api.v1alpha1.Plugin"
 SERVICE_RUNTIME = "nri.pkg.api.v1alpha1.Runtime"
-EVENTS = (1 << (nri_pb2.CREATE_CONTAINER - 1)) | (1 << (nri_pb2.REMOVE_CONTAINER - 1))
+# CreateContainer alone: every event NRI relays waits behind one node-wide lock that each CRI call's NRI
+# step takes (containerd's and NRI's adaptation, subscribed or not), and a subscribed one also waits for
+# this plugin's answer while holding it; nothing here needs to hear of any other event.
+EVENTS = 1 << (nri_pb2.CREATE_CONTAINER - 1)
 BUDGET = 0.5
 # gRPC status codes (the ttrpc Status)
 UNKNOWN = 2
@@ -141,7 +144,7 @@ class Session:
             return _ok(nri_pb2.SynchronizeResponse(more=sync.more)), False
         if method == "CreateContainer":
             return self.create_container(request.payload), False
-        if method == "RemoveContainer":
+        if method == "RemoveContainer":  # not subscribed; a runtime sending it anyway is not failed
             return _ok(nri_pb2.RemoveContainerResponse()), False
         if method == "Shutdown":
             return _ok(nri_pb2.Empty()), True

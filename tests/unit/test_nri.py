@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from record_helpers import replaced
 from test_envfile_hook import FILE_REFUSALS
 
-from hook.nri import nri_pb2, wire
+from hook.nri import nri_pb2, ttrpc_pb2, wire
 from hook.nri.decide import Context, adjust_container, cdi_names_applied
-from hook.nri.plugin import connect
+from hook.nri.plugin import SERVICE_PLUGIN, Session, connect
 from hook.pipeline.config import parse_config
 from hook.util.errors import CdiError, EnvFileError, HookError
 
@@ -508,6 +508,33 @@ def test_cdi_names_applied(name: str, version: str, expected: bool) -> None:
 
 
 # --- the socket ------------------------------------------------------------------------------------------------
+
+
+def test_the_plugin_subscribes_to_create_container_alone(tmp_path: Path) -> None:
+    """Configure is answered with CreateContainer as the only event (NRI's mask: bit event-1): each event a
+    plugin subscribes to is a round trip under the runtime's node-wide NRI lock. A RemoveContainer a runtime
+    sends anyway is answered, so no container's removal fails on the plugin."""
+    plugin_end, runtime_end = socket.socketpair()
+    with plugin_end, runtime_end:
+        session = Session(wire.Link(plugin_end), make_context(tmp_path), lambda _line: None)
+        configure = ttrpc_pb2.Request(
+            service=SERVICE_PLUGIN,
+            method="Configure",
+            payload=nri_pb2.ConfigureRequest(
+                runtime_name="containerd", runtime_version="v2.3.4"
+            ).SerializeToString(),
+        )
+        response, ended = session.answer(configure)
+        assert (response.status.code, ended) == (0, False)
+        assert nri_pb2.ConfigureResponse.FromString(response.payload).events == 0b1000
+        assert nri_pb2.CREATE_CONTAINER == 4
+        remove = ttrpc_pb2.Request(
+            service=SERVICE_PLUGIN,
+            method="RemoveContainer",
+            payload=nri_pb2.RemoveContainerRequest(pod=POD, container=container([])).SerializeToString(),
+        )
+        response, ended = session.answer(remove)
+        assert (response.status.code, response.payload, ended) == (0, b"", False)
 
 
 def test_a_socket_served_by_another_user_is_refused() -> None:
