@@ -20,6 +20,10 @@ from hook.util.errors import CdiError, CdiUnresolvableError
 from hook.util.safetext import os_reason
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+# The valid specs of the last scan by path, with the priority and bytes each was valid for
+# (``hook.cdi.spec.load_spec``'s memo): a long-running process (the NRI plugin scans at every create)
+# decodes and validates only a spec whose bytes changed; files no longer listed are forgotten.
+_SPECS: "dict[str, tuple[int, bytes, Spec]]" = {}
 
 
 class Registry:
@@ -74,6 +78,7 @@ def load_registry(
     errors: dict[str, list[str]] = {}
     conflicts: set[str] = set()
     skipped: list[str] = []
+    listed: set[str] = set()
     for priority, directory in enumerate(directories):
         try:
             paths = list_spec_files(os.path.normpath(directory))
@@ -81,9 +86,10 @@ def load_registry(
             errors.setdefault(directory, []).append(str(err))
             skipped.append(directory)
             continue
+        listed.update(paths)
         for path in paths:
             try:
-                spec = load_spec(path, priority, cache=cache)
+                spec = load_spec(path, priority, cache=cache, memo=_SPECS)
             except CdiError as err:
                 errors.setdefault(path, []).append(str(err))
                 skipped.append(path)
@@ -105,6 +111,8 @@ def load_registry(
                 devices[qualified] = (spec, name)
     for name in conflicts:
         devices.pop(name, None)
+    for path in _SPECS.keys() - listed:
+        del _SPECS[path]
     return Registry(
         devices=devices,
         specs=tuple(specs),

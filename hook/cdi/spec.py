@@ -650,12 +650,17 @@ def load_spec(
     trust: bool = True,
     cache: str = "",
     reveal: bool = False,
+    memo: "dict[str, tuple[int, bytes, Spec]] | None" = None,
 ) -> Spec:
     """Read, decode and validate one spec file; every error is a CdiError naming the file. With ``trust``
     (the default) a file that is not root's, or is group/world-writable, is refused unread. ``cache``: the
     directory of decoded YAML specs (``hook.cdi.speccache``; "" for none), whose hit is validated as a
     decoded spec is, and which holds only specs that passed. ``reveal``: a refusal may quote the file's
-    content (``cdi validate``); by default it names the field and its position only (``build_spec``)."""
+    content (``cdi validate``); by default it names the field and its position only (``build_spec``).
+    ``memo``: a long-running process's specs by path, with the priority and exact bytes each was valid
+    for; a file read again with the same bytes at the same priority is that spec (decoding and validating
+    are functions of the bytes, the path and the priority), anything else is decoded and the entry
+    replaced. The file is read and its owner and mode checked every time."""
     cached = bool(cache) and path.endswith(".yaml")
     if cached:
         import time
@@ -664,21 +669,33 @@ def load_spec(
 
         read_at_ns = time.time_ns()
     data, info = read_spec_file(path, trust=trust)
+    known = memo.get(path) if memo is not None else None
+    if known is not None and known[0] == priority and known[1] == data:
+        return known[2]
+    spec: Spec | None = None
     if cached:
         key = speccache.identity(info)
         document = speccache.lookup(cache, path, key)
         if document is not None:
-            try:
-                return build_spec(document, path=path, priority=priority)
-            except CdiError:
-                pass  # not what a valid spec decodes to: decode the file itself
-    try:
-        spec = parse_spec_bytes(data, path=path, priority=priority, loader=loader, reveal=reveal)
-    except CdiError as err:
-        raise CdiError(f"invalid CDI spec {path}: {err}") from None
-    if cached:
-        speccache.store(cache, path, key, spec.document, read_at_ns=read_at_ns)
+            spec = _cached_spec(document, path, priority)
+    if spec is None:
+        try:
+            spec = parse_spec_bytes(data, path=path, priority=priority, loader=loader, reveal=reveal)
+        except CdiError as err:
+            raise CdiError(f"invalid CDI spec {path}: {err}") from None
+        if cached:
+            speccache.store(cache, path, key, spec.document, read_at_ns=read_at_ns)
+    if memo is not None:
+        memo[path] = (priority, data, spec)
     return spec
+
+
+def _cached_spec(document: "dict[str, Any]", path: str, priority: int) -> Spec | None:
+    """The spec a cache entry's document builds, or None when it does not (decode the file itself)."""
+    try:
+        return build_spec(document, path=path, priority=priority)
+    except CdiError:
+        return None
 
 
 def parse_spec_bytes(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from cdi_helpers import make_fake_node, nvidia_like_spec, write_spec
 
+from hook.cdi import registry as registry_module
 from hook.cdi.registry import load_registry, resolve_edits
 from hook.util.errors import CdiError
 
@@ -205,3 +206,31 @@ def test_untrusted_spec_directory_skipped(mode: int, owner: int, reason: str, tm
     assert sorted(registry.devices) == ["x.com/gpu=0"]
     assert registry.errors == {str(run): [f"untrusted CDI spec directory {run}: {reason}"]}
     assert registry.skipped == (str(run),)
+
+
+def test_a_rescan_decodes_only_what_changed(tmp_path: Path) -> None:
+    """A long-running process (the NRI plugin scans at every create) gets the spec it validated before while
+    the file's bytes and priority are the same; new bytes (even of the same size, the mtime unchanged) are
+    decoded again, a loosened mode is refused with the bytes unchanged, a file moved to another priority is
+    read at that priority, and a file no longer listed is forgotten."""
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    spec = write_spec(etc, "a.json", one_device("x.com/gpu", "0", "V=1"))
+    first = load_registry([str(etc), str(run)])
+    again = load_registry([str(etc), str(run)])
+    assert again.specs[0] is first.specs[0]
+    stamp = spec.stat()
+    spec.write_text(spec.read_text().replace("V=1", "V=2"))
+    os.utime(spec, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    changed = load_registry([str(etc), str(run)])
+    assert resolve_edits(changed, ["x.com/gpu=0"]) == [{}, {"env": ["V=2"]}]
+    spec.chmod(0o664)
+    loosened = load_registry([str(etc), str(run)])
+    assert (loosened.devices, loosened.skipped) == ({}, (str(spec),))
+    spec.chmod(0o644)
+    run.mkdir()
+    moved = run / "a.json"
+    spec.rename(moved)
+    later = load_registry([str(etc), str(run)])
+    assert [(s.path, s.priority) for s in later.specs] == [(str(moved), 1)]
+    assert str(spec) not in registry_module._SPECS
+    assert resolve_edits(later, ["x.com/gpu=0"]) == [{}, {"env": ["V=2"]}]
