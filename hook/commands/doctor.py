@@ -12,6 +12,7 @@ import re
 import stat
 from typing import Any, NamedTuple
 
+from hook.install.coexist import under
 from hook.launcher import LOADER
 from hook.util import paths
 from hook.util.errors import HookError
@@ -86,11 +87,6 @@ def coexistence_checks(root: str) -> list[Check]:
     return [Check(*finding) for finding in findings]
 
 
-def under(root: str, path: str) -> str:
-    """Return ``path`` inside the tree ``root``."""
-    return path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
-
-
 # --- config, cli, directories ----------------------------------------------------------------------------
 
 
@@ -138,14 +134,10 @@ def check_nri(
     name = "NRI plugin"
     other = f"pods take {fallback_path(installed)}"
     unit = f"; unit {UNIT_NAME} written" if os.path.isfile(under(root, UNIT_PATH)) else ""
-    from hook.install.common import InstallError
-    from hook.install.rootfs import NodeRoot
-
-    try:  # links resolved beneath the root: the node's /var/run is a link to /run
-        found = NodeRoot(root).stat(paths.NRI_SOCKET)
-    except InstallError:
-        found = None
-    is_socket = found is not None and stat.S_ISSOCK(found.st_mode)
+    try:
+        is_socket = stat.S_ISSOCK(os.stat(under(root, paths.NRI_SOCKET)).st_mode)
+    except OSError:
+        is_socket = False
     if not is_socket:
         return Check(name, ok=None, detail=f"no NRI socket at {paths.NRI_SOCKET}{unit}: {other}")
     if processes is None:
@@ -329,7 +321,7 @@ def check_env_directory(root: str, directory: str) -> Check:
     root-owned sticky one further up allowed)."""
     name = f"env dir {directory}"
     fix = f"mkdir -p {directory} && chown root:root {directory} && chmod 0700 {directory}"
-    path = under(root, directory)
+    path = under(root, directory, follow=False)
     try:
         info = os.lstat(path)
     except FileNotFoundError:

@@ -43,9 +43,16 @@ class Finding(NamedTuple):
     fix: str = ""
 
 
-def under(root: str, path: str) -> str:
-    """Return the node path ``path`` as seen from here."""
-    return path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
+def under(root: str, path: str, *, follow: bool = True) -> str:
+    """Return the node path ``path`` as seen from here, its links resolved beneath ``root`` as the node
+    resolves them (``hook.install.rootfs.NodeRoot.resolve``; ``follow``: the last component's too): the
+    node's ``/var/run`` is often a link to ``/run``, which taken as is from a pod that sees the node at
+    ``/host`` would lead to the pod's own ``/run``. The one way doctor turns a node path into a path here."""
+    if root in ("", "/"):
+        return path
+    from hook.install.rootfs import NodeRoot
+
+    return NodeRoot(root).resolve(path, follow=follow)
 
 
 def _read(path: str) -> bytes | None:

@@ -62,10 +62,32 @@ class NodeRoot:
         otherwise the last component is the entry itself (what a write replaces).
         Raises FileNotFoundError (as an OSError) when a directory on the way does not exist.
         """
+        with self._walk(node_path, follow=follow) as (parent, _, name):
+            yield parent, name
+
+    def resolve(self, node_path: str, *, follow: bool = True) -> str:
+        """Return where ``node_path`` is, seen from this process, its links resolved as the node resolves
+        them (the root as ``/``; ``follow``: the last component's too). A directory missing on the way ends
+        the walk there (the rest as written below it: looking there finds nothing either); a path that
+        cannot be walked otherwise (a loop, a file as a directory) is returned as written."""
+        if not _parts(node_path):
+            return self.path
+        try:
+            with self._walk(node_path, follow=follow) as (_, names, name):
+                return self.show("/" + "/".join([*names, name]))
+        except FileNotFoundError as err:
+            return self.show(err.filename if isinstance(err.filename, str) else node_path)
+        except (OSError, InstallError):
+            return self.show(node_path)
+
+    @contextlib.contextmanager
+    def _walk(self, node_path: str, *, follow: bool) -> Iterator[tuple[int, list[str], str]]:
+        """``parent``, also yielding the names of the directories walked from the root (links resolved)."""
         if not node_path.startswith("/") or not _parts(node_path):
             raise InstallError(f"{node_path}: must be an absolute path below /")
         root_fd = os.open(self.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         chain = [root_fd]
+        names: list[str] = []
         try:
             pending = _parts(node_path)
             links = 0
@@ -74,16 +96,18 @@ class NodeRoot:
                 if name == "..":
                     if len(chain) > 1:
                         os.close(chain.pop())
+                        names.pop()
                     if not pending:
                         raise InstallError(f"{self.show(node_path)}: must name a file, not a directory")
                     continue
                 last = not pending
                 try:
                     st = os.stat(name, dir_fd=chain[-1], follow_symlinks=False)
-                except FileNotFoundError:
+                except FileNotFoundError as err:
                     if last:
-                        yield chain[-1], name
+                        yield chain[-1], names, name
                         return
+                    err.filename = "/" + "/".join([*names, name, *pending])  # where the walk stopped
                     raise
                 if stat.S_ISLNK(st.st_mode) and (follow or not last):
                     links += 1
@@ -94,16 +118,18 @@ class NodeRoot:
                         for fd in chain[1:]:
                             os.close(fd)
                         del chain[1:]
+                        names.clear()
                     pending = _parts(target) + pending
                     if not pending:  # a link to the root itself
                         raise InstallError(f"{self.show(node_path)}: must name a file, not a directory")
                     continue
                 if last:
-                    yield chain[-1], name
+                    yield chain[-1], names, name
                     return
                 if not stat.S_ISDIR(st.st_mode):
                     raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
                 chain.append(os.open(name, _DIR_FLAGS, dir_fd=chain[-1]))
+                names.append(name)
         finally:
             for fd in chain:
                 os.close(fd)

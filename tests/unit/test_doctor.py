@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -609,6 +611,32 @@ def test_check_nri_follows_the_nodes_var_run_link_beneath_the_root(tmp_path: Pat
     assert check.detail == (
         "/var/run/nri/nri.sock present, gpu-env-hook nri not running: pods take the runtime shim (handler gpu-env)"
     )
+
+
+def test_doctor_finds_cdi_specs_through_the_nodes_var_run_link(tmp_path: Path) -> None:
+    """gpu-env-hook doctor --root (a pod that sees the node at /host): the node's /var/run is a link to /run,
+    and NVIDIA's spec in the node's /run/cdi is found there, not looked for in the pod's own /run/cdi."""
+    root = tmp_path / "node"
+    (root / "run/cdi").mkdir(parents=True)
+    (root / "var").mkdir()
+    (root / "var/run").symlink_to("/run")
+    for directory in (root, root / "run", root / "run/cdi"):
+        directory.chmod(0o755)
+    spec = {
+        "cdiVersion": "0.5.0",
+        "kind": "nvidia.com/gpu",
+        "devices": [{"name": "0", "containerEdits": {"env": ["A=1"]}}],
+    }
+    put(root, "/run/cdi/nvidia.json", json.dumps(spec))
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "hook", "doctor", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = {line[3:28].rstrip(): line[28:] for line in proc.stdout.splitlines()}
+    assert lines["NVIDIA CDI spec"] == f"{root}/run/cdi/nvidia.json: cdiVersion 0.5.0, 1 devices, current"
 
 
 @pytest.mark.parametrize(

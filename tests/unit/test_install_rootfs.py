@@ -238,3 +238,26 @@ def test_uninstall_refuses_a_missing_root(tmp_path: Path) -> None:
         InstallError, match=rf"^--root {missing}: no such directory; give the node's / \(it must exist\)$"
     ):
         write_uninstall("docker", str(missing))
+
+
+@pytest.mark.parametrize(
+    ("path", "follow", "found"),
+    [
+        pytest.param("/var/run/cdi", True, "/run/cdi", id="absolute-link-on-the-way"),
+        pytest.param("/etc/cdi", True, "/run/cdi", id="relative-link-last"),
+        pytest.param("/etc/cdi", False, "/etc/cdi", id="last-link-kept"),
+        pytest.param("/var/run/nri/nri.sock", True, "/run/nri/nri.sock", id="missing-dir-ends-the-walk"),
+        pytest.param("/var/run/../lib", True, "/lib", id="dot-dot-after-a-link"),
+        pytest.param("/", True, "", id="the-root"),
+    ],
+)
+def test_resolve_finds_node_paths_beneath_the_root(
+    tmp_path: Path, path: str, follow: bool, found: str
+) -> None:
+    """A node path as doctor looks at it: links resolved as the node resolves them, the root as ``/``."""
+    (tmp_path / "run/cdi").mkdir(parents=True)
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var/run").symlink_to("/run")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/cdi").symlink_to("../run/cdi")
+    assert NodeRoot(str(tmp_path)).resolve(path, follow=follow) == f"{tmp_path}{found}"
