@@ -110,15 +110,16 @@ def directory_problem(directory: str) -> str | None:
         return f"cannot be inspected: {os_reason(err)}"
     if info.st_mode & 0o170000 != 0o040000:
         return "is not a directory"
-    return _untrusted(info)
+    return _untrusted(info, 0o700)
 
 
-def _untrusted(info: posix.stat_result) -> str | None:
-    """Why a cache directory's owner or mode rules it out (the one check, for doctor and for every use)."""
+def _untrusted(info: posix.stat_result, mode: int) -> str | None:
+    """Why the owner or mode of the cache directory (``mode`` 0700) or an entry (0600) rules it out: root's
+    alone, exactly that mode (the one check, for doctor and for every use)."""
     if info.st_uid != 0:
         return f"must be owned by root (uid 0), is owned by uid {info.st_uid}"
-    if info.st_mode & 0o7777 != 0o700:
-        return f"must have mode 0700, has {info.st_mode & 0o7777:04o}"
+    if info.st_mode & 0o7777 != mode:
+        return f"must have mode {mode:04o}, has {info.st_mode & 0o7777:04o}"
     return None
 
 
@@ -155,7 +156,7 @@ def _open_directory(directory: str, *, create: bool) -> int | None:
             return None
         _make_directories(directory)
         fd = posix.open(directory, _DIR_FLAGS)
-    if _untrusted(posix.fstat(fd)) is not None:
+    if _untrusted(posix.fstat(fd), 0o700) is not None:
         posix.close(fd)
         return None
     return fd
@@ -180,12 +181,8 @@ def _read_entry(dir_fd: int, name: str) -> bytes | None:
         return None
     try:
         info = posix.fstat(fd)
-        if (
-            info.st_mode & 0o170000 != 0o100000
-            or info.st_uid != 0
-            or info.st_mode & 0o7777 != 0o600
-            or info.st_size > MAX_ENTRY_BYTES
-        ):
+        regular = info.st_mode & 0o170000 == 0o100000
+        if not regular or _untrusted(info, 0o600) is not None or info.st_size > MAX_ENTRY_BYTES:
             return None
         data = b""
         while len(data) <= MAX_ENTRY_BYTES:
