@@ -184,6 +184,12 @@ def run_hook(node: Node, *args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
+def write_v1(node: Node) -> tuple[int, str, str]:
+    """Run ``cdi alloc write`` as a device plugin does: id v1 (device 0) for pod-new, in ``node.run``."""
+    args = ["--pod-uid", "pod-new", "--id", "v1", "--device", "0", "--dir", str(node.run)]
+    return run_hook(node, "cdi", "alloc", "write", *args)
+
+
 def test_alloc_write_retires_the_unkeyed_spec_of_its_ids(node: Node) -> None:
     """Writing ids for a pod removes their spec named before the key when it is another pod's (a native CDI
     engine would still resolve that computable name to devices now another pod's); the same pod's
@@ -193,20 +199,7 @@ def test_alloc_write_retires_the_unkeyed_spec_of_its_ids(node: Node) -> None:
     other_ids = unkeyed_spec(node, ["v2"], "pod-b")
     not_ours = node.run / f"gpu-env.dev-alloc_{legacy_name(['v1'])}_pod-x.json"
     not_ours.write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "vendor.com/x", "devices": []}))
-    code, out, err = run_hook(
-        node,
-        "cdi",
-        "alloc",
-        "write",
-        "--pod-uid",
-        "pod-new",
-        "--id",
-        "v1",
-        "--device",
-        "0",
-        "--dir",
-        str(node.run),
-    )
+    code, out, err = write_v1(node)
     keyed = node.run / f"gpu-env.dev-alloc_{alloc_name(['v1'])}_pod-new.json"
     assert (code, out, err) == (0, f"{alloc_device(['v1'])}\t{keyed}\n", "")
     assert sorted(node.run.iterdir()) == sorted([keyed, same_pod, other_ids, not_ours])
@@ -220,20 +213,7 @@ def test_alloc_write_writes_nothing_when_the_old_spec_cannot_go(node: Node) -> N
     name), the write is refused in one line and nothing is written or lost."""
     blocker = node.run / f"gpu-env.dev-alloc_{legacy_name(['v1'])}_pod-old.json"
     (blocker / "inside").mkdir(parents=True)
-    code, out, err = run_hook(
-        node,
-        "cdi",
-        "alloc",
-        "write",
-        "--pod-uid",
-        "pod-new",
-        "--id",
-        "v1",
-        "--device",
-        "0",
-        "--dir",
-        str(node.run),
-    )
+    code, out, err = write_v1(node)
     assert (code, out) == (1, "")
     assert err == f"gpu-env-hook: could not remove CDI spec {blocker}: Is a directory\n"
     assert [p.name for p in node.run.iterdir()] == [blocker.name]
@@ -247,20 +227,7 @@ def test_unkeyed_alloc_names_refuse_ends_the_migration(node: Node) -> None:
     live = unkeyed_spec(node, ["v2"], "pod-b")
     not_ours = node.run / f"gpu-env.dev-alloc_{legacy_name(['v2'])}_pod-x.json"
     not_ours.write_text("not a spec")
-    code, _, err = run_hook(
-        node,
-        "cdi",
-        "alloc",
-        "write",
-        "--pod-uid",
-        "pod-new",
-        "--id",
-        "v1",
-        "--device",
-        "0",
-        "--dir",
-        str(node.run),
-    )
+    code, _, err = write_v1(node)
     keyed = node.run / f"gpu-env.dev-alloc_{alloc_name(['v1'])}_pod-new.json"
     assert (code, err) == (0, "")
     assert sorted(node.run.iterdir()) == sorted([keyed, not_ours])
