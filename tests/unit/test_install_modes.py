@@ -41,10 +41,10 @@ def make_node(tmp_path: Path) -> Path:
     return root
 
 
-def install_under(root: Path, umask: int, *args: str) -> None:
-    """Run the ``gpu-env-hook install`` process under ``umask``."""
+def install(root: Path, *args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
+    """Run the ``gpu-env-hook install`` process for ``root`` under ``umask``; it must succeed."""
     proc = subprocess.run(
-        [PYTHON, "-I", "-m", "hook", "install", "--root", str(root), "--python", NODE_PYTHON, *args],
+        [PYTHON, "-I", "-m", "hook", "install", "--root", str(root), *args],
         capture_output=True,
         text=True,
         check=False,
@@ -52,6 +52,12 @@ def install_under(root: Path, umask: int, *args: str) -> None:
         umask=umask,
     )
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def install_under(root: Path, umask: int, *args: str) -> None:
+    """Run ``install`` under ``umask`` with the node's interpreter (``NODE_PYTHON``) unless ``args`` say."""
+    install(root, "--python", NODE_PYTHON, *args, umask=umask)
 
 
 def meant_mode(node_path: str, is_dir: bool) -> int:
@@ -170,14 +176,7 @@ def test_install_again_repairs_a_tree_an_earlier_install_left_writable(tmp_path:
     planted = next(caches.glob("launcher.*.pyc"))
     caches.chmod(0o777)
     planted.write_bytes(b"replaced by a local user")
-    proc = subprocess.run(
-        [PYTHON, "-I", "-m", "hook", "install", "--root", str(root), "--engine", "podman"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = install(root, "--engine", "podman")
     version = (root / paths.RUNTIME_TREE.lstrip("/") / "current").resolve()
     assert (
         f"fixed the modes of {version} (others could write to part of it) and replaced its byte-compiled "
@@ -234,27 +233,7 @@ def test_the_tree_interpreter_gets_the_modes_install_means_under_umask_000(tmp_p
     for umask in (0o000, 0o022):
         root = tmp_path / f"umask-{umask:03o}"
         root.mkdir()
-        proc = subprocess.run(
-            [
-                PYTHON,
-                "-I",
-                "-m",
-                "hook",
-                "install",
-                "--root",
-                str(root),
-                "--python",
-                "tree",
-                "--engine",
-                "podman",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-            umask=umask,
-        )
-        assert proc.returncode == 0, proc.stderr
+        install(root, "--python", "tree", "--engine", "podman", umask=umask)
         found[umask] = {
             path: mode for path, mode in modes(root).items() if path.startswith(paths.RUNTIME_TREE + "/")
         }
