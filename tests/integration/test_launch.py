@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from busybox import make_runc_bundle, unique_id
@@ -138,6 +139,23 @@ def node(tmp_path: Path) -> Iterator[Node]:
         )
 
 
+def run_env_file_container(node: Node, prefix: str) -> dict[str, Any]:
+    """Run a real runc container with the env file through the installed runtime wrapper: it gets the file
+    and the hook calls the cli with the file's devices; return the prestart hook the shim added."""
+    env_file = node.env_file(ENV_FILE)
+    bundle = make_runc_bundle(
+        node.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
+    )
+    result = node.runtime("run", "--bundle", str(bundle), node.new_id(prefix))
+    assert result.returncode == 0, result.stderr
+    assert "USER_CUSTOM_ENV=hello" in result.stdout.splitlines()
+    record = load_record(node.record)
+    assert record is not None, result.stderr
+    assert "--device=0,1" in record["argv"]
+    hook: dict[str, Any] = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"][0]
+    return hook
+
+
 def test_installed_tree_runs_without_the_copy_it_came_from(node: Node) -> None:
     """install copies the package into the node's own tree; with that copy deleted, a real runc container
     created through the installed runtime wrapper gets the env file and the hook (started -I -S from the
@@ -147,17 +165,7 @@ def test_installed_tree_runs_without_the_copy_it_came_from(node: Node) -> None:
     assert len(versions) == 1
     assert (node.root / "opt/gpu-env-hook/current").readlink() == Path(versions[0].name)
     assert f"switched {node.root}/opt/gpu-env-hook/current to {versions[0].name}" in report
-    env_file = node.env_file(ENV_FILE)
-    bundle = make_runc_bundle(
-        node.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
-    )
-    result = node.runtime("run", "--bundle", str(bundle), node.new_id("launch-tree"))
-    assert result.returncode == 0, result.stderr
-    assert "USER_CUSTOM_ENV=hello" in result.stdout.splitlines()
-    record = load_record(node.record)
-    assert record is not None, result.stderr
-    assert "--device=0,1" in record["argv"]
-    hook = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"][0]
+    hook = run_env_file_container(node, "launch-tree")
     lib = f"{paths.RUNTIME_TREE}/{versions[0].name}/lib"
     assert hook["args"][:8] == [str(node.python), "-I", "-S", "-B", "-X", "utf8", "-c", hook["args"][7]]
     assert repr(lib).strip("'") in hook["args"][7]
@@ -173,17 +181,7 @@ def test_tree_interpreter_runs_a_container_and_adds_its_hook_in_the_loader_form(
     node.install(python="tree")
     wrapper = (node.root / paths.runtime_wrapper("docker").lstrip("/")).read_text()
     assert shlex.join(tree_command(paths.RUNTIME_TREE)) in wrapper
-    env_file = node.env_file(ENV_FILE)
-    bundle = make_runc_bundle(
-        node.tmp / "bundle", args=["env"], env=["PATH=/bin", f"NVIDIA_ENV_FROM_FILE={env_file}"]
-    )
-    result = node.runtime("run", "--bundle", str(bundle), node.new_id("launch-tree-python"))
-    assert result.returncode == 0, result.stderr
-    assert "USER_CUSTOM_ENV=hello" in result.stdout.splitlines()
-    record = load_record(node.record)
-    assert record is not None, result.stderr
-    assert "--device=0,1" in record["argv"]
-    hook = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"][0]
+    hook = run_env_file_container(node, "launch-tree-python")
     command = tree_command(paths.RUNTIME_TREE)
     assert hook["path"] == command[0]
     assert hook["args"][: len(command) + 5] == [*command, "-I", "-S", "-B", "-X", "utf8"]
