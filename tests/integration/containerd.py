@@ -32,7 +32,7 @@ import tarfile
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,12 @@ def namespace_argv(
             binds.append((empty, target))
     binds.append((run, "/run/containerd"))
     binds += [(source, target) for target, source in (extra or {}).items()]
+    return bound_argv(binds, argv)
+
+
+def bound_argv(binds: list[tuple[Path, str]], argv: list[str]) -> list[str]:
+    """Return ``argv`` wrapped to run in a private mount namespace where each (source, node path) of
+    ``binds`` is bind-mounted (the mount point made first); the containerd and CRI-O harnesses share it."""
     script = ["set -e"]
     for source, target in binds:
         script.append(f'mkdir -p "{target}" && mount --bind "{source}" "{target}"')
@@ -200,10 +206,7 @@ class Containerd:
 
     def log(self) -> str:
         """The daemon's log so far (its tail, for error messages)."""
-        try:
-            return self.log_path.read_text(errors="replace")[-4000:]
-        except FileNotFoundError:
-            return ""
+        return log_tail(self.log_path)
 
     def ctr(
         self, *args: str, namespace: str = CRI_NAMESPACE, check: bool = True, timeout: float = 60
@@ -240,17 +243,7 @@ class Containerd:
 
     def stop(self) -> None:
         """Stop the daemon (TERM, then KILL), then kill every shim of its address and their descendants."""
-        shims = self.shim_pids()
-        process = self.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=STOP_TIMEOUT)
-        for pid in [*shims, *self.shim_pids()]:
-            _kill_tree(pid)
+        stop_daemon(self.process, self.shim_pids)
         for path in self.absent_before:
             with contextlib.suppress(OSError):  # not empty (a file the test did not make): keep it
                 path.rmdir()
@@ -277,6 +270,29 @@ def running(
         yield daemon.start()
     finally:
         daemon.stop()
+
+
+def log_tail(path: Path) -> str:
+    """The tail of a daemon's log so far, for error messages ("" before it has one)."""
+    try:
+        return path.read_text(errors="replace")[-4000:]
+    except FileNotFoundError:
+        return ""
+
+
+def stop_daemon(process: subprocess.Popen[bytes] | None, helpers: Callable[[], list[int]]) -> None:
+    """Stop a daemon (TERM, then KILL after ``STOP_TIMEOUT``), then kill every helper process of it (its
+    shims, conmons: ``helpers`` lists their pids, asked before and after) and every process below them."""
+    before = helpers()
+    if process is not None and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT)
+    for pid in [*before, *helpers()]:
+        _kill_tree(pid)
 
 
 def _processes() -> Iterator[tuple[int, list[str]]]:

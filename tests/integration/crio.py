@@ -25,14 +25,20 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from containerd import CONTAINERD_IMAGE, _kill_tree, _processes, remove_empty_mount_points
+from containerd import (
+    CONTAINERD_IMAGE,
+    _processes,
+    bound_argv,
+    log_tail,
+    remove_empty_mount_points,
+    stop_daemon,
+)
 
 CRIO_IMAGE = CONTAINERD_IMAGE
 CONMON = shutil.which("conmon") or "/usr/bin/conmon"
@@ -53,7 +59,6 @@ NRI_DIR = "/var/run/nri"
 # Node paths a test may bind besides (``Crio(binds=...)``): the hook's configuration directory.
 MORE_BINDS = ("/etc/nvidia-container-runtime",)
 START_TIMEOUT = 60.0
-STOP_TIMEOUT = 10.0
 # Mount points the namespaces create on the host's file system (absent before the first daemon): removed
 # again when the test process ends, if they hold nothing but empty directories.
 # The topmost absent directory of each (``mkdir -p`` creates its parents too). CRI-O's cgroupfs parent for
@@ -70,14 +75,10 @@ atexit.register(remove_empty_mount_points, ABSENT_BEFORE)
 
 @atexit.register
 def remove_pod_cgroups() -> None:
-    """Remove the empty ``crio`` cgroups the daemons created (a cgroup with a process in it stays)."""
-    for path in [*CGROUP_ROOT.glob("*/crio"), CGROUP_ROOT / "crio"]:
-        if path in CGROUPS_BEFORE or not path.exists():
-            continue
-        below = [entry for entry in path.rglob("*") if entry.is_dir()]
-        for directory in [*sorted(below, key=lambda entry: -len(entry.parts)), path]:
-            with contextlib.suppress(OSError):
-                directory.rmdir()
+    """Remove the empty ``crio`` cgroups the daemons created (a cgroup with a process in it stays), as the
+    empty mount points are."""
+    created = [*CGROUP_ROOT.glob("*/crio"), CGROUP_ROOT / "crio"]
+    remove_empty_mount_points([path for path in created if path not in CGROUPS_BEFORE])
 
 
 class CrioError(RuntimeError):
@@ -121,11 +122,7 @@ def namespace_argv(
     nri = nri_dir or workdir / "nri"
     nri.mkdir(parents=True, exist_ok=True)
     binds.append((nri, NRI_DIR))
-    script = ["set -e"]
-    for source, target in binds:
-        script.append(f'mkdir -p "{target}" && mount --bind "{source}" "{target}"')
-    script.append('exec "$@"')
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script), "sh", *argv]
+    return bound_argv(binds, argv)
 
 
 def scratch_flags(workdir: Path) -> list[str]:
@@ -252,10 +249,7 @@ class Crio:
 
     def log(self) -> str:
         """The daemon's log so far (its tail, for error messages)."""
-        try:
-            return self.log_path.read_text(errors="replace")[-4000:]
-        except FileNotFoundError:
-            return ""
+        return log_tail(self.log_path)
 
     def import_image(self, archive: Path) -> None:
         """Load an image archive (``docker save`` format) into CRI-O's storage with podman, which shares its
@@ -293,17 +287,7 @@ class Crio:
 
     def stop(self) -> None:
         """Stop the daemon (TERM, then KILL), then kill every conmon of it and what runs below them."""
-        conmons = self.conmon_pids()
-        process = self.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=STOP_TIMEOUT)
-        for pid in [*conmons, *self.conmon_pids()]:
-            _kill_tree(pid)
+        stop_daemon(self.process, self.conmon_pids)
         self.process = None
 
     def __enter__(self) -> Crio:
