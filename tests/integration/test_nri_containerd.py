@@ -152,32 +152,39 @@ class Relay:
         self.thread.join(timeout=10)
 
 
-class Node:
-    """One containerd 2.x with NRI and the plugin's configuration, for one test."""
+class PluginNode:
+    """An engine with NRI (containerd 2.x here, CRI-O in test_nri_crio.py), the plugin's configuration and a
+    CRI client, for one test: the plugin started on ``socket``, stopped, its cli calls, a pod run."""
 
-    def __init__(self, tmp_path: Path, daemon: Containerd, hook_config: Path, records: Path) -> None:
+    def __init__(
+        self, tmp_path: Path, daemon: Any, hook_config: Path, records: Path, *, socket: Path, image: str
+    ) -> None:
         self.tmp_path = tmp_path
         self.daemon = daemon
         self.hook_config = hook_config
         self.records = records
-        self.socket = tmp_path / "nri.sock"
+        self.socket = socket
+        self.image = image
         self.client = CriClient(daemon.address)
         self.plugin: subprocess.Popen[bytes] | None = None
         self.plugin_log = tmp_path / "plugin.log"
         self.ready = tmp_path / "plugin.ready"
         self.relay: Relay | None = None
 
-    def start_plugin(self, *, record: bool = False) -> None:
-        """Start ``gpu-env-hook nri`` and wait until containerd has it: its readiness file
-        (``GPU_ENV_HOOK_NRI_READY``), made once containerd synchronized it."""
-        path = self.socket
-        if record:
-            self.relay = Relay(self.tmp_path / "relay.sock", self.socket)
-            path = self.relay.listen
+    def start_plugin(self, argv: list[str] | None = None, *, record: bool = False) -> None:
+        """Start ``gpu-env-hook nri`` on the engine's NRI socket (or ``argv``) and wait until it is ready: its
+        readiness file (``GPU_ENV_HOOK_NRI_READY``, the manifest's readinessProbe), made once the engine
+        configured and synchronized it. ``record``: through a relay that records the exchange."""
         self.ready.unlink(missing_ok=True)
+        if argv is None:
+            path = self.socket
+            if record:
+                self.relay = Relay(self.tmp_path / "relay.sock", self.socket)
+                path = self.relay.listen
+            argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri", str(path)]
         with self.plugin_log.open("ab") as log:
             self.plugin = subprocess.Popen(
-                [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri", str(path)],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -205,24 +212,41 @@ class Node:
         """What the stand-in cli recorded, one record per call."""
         return [json.loads(path.read_text()) for path in sorted(self.records.glob("*.json"))]
 
-    def run(self, name: str, env: dict[str, str], command: list[str] | None = None) -> tuple[Any, list[str]]:
-        """A pod with one container through CRI (default handler), run to its end; its status and stdout. A
-        container naming an env file gets the guard's CDI device, as from a device plugin's Allocate."""
+    def run_pod(
+        self, name: str, env: dict[str, str], command: list[str] | None, cdi_devices: tuple[str, ...]
+    ) -> tuple[Any, list[str]]:
+        """A pod with one container through CRI (default handler), run to its end; its status and stdout."""
         pod = start_pod(
             self.client,
             workdir=self.tmp_path,
             handler="",
-            image=CONTAINERD_IMAGE,
+            image=self.image,
             command=command or ["/bin/env"],
             env=env,
             name=name,
-            cdi_devices=(GUARD,) if VAR in env else (),
+            cdi_devices=cdi_devices,
         )
         try:
             status = self.client.wait_exited(pod.container)
             return status, read_cri_log(pod.log)
         finally:
             remove_pod(self.client, pod.sandbox)
+
+
+class Node(PluginNode):
+    """One containerd 2.x with NRI and the plugin's configuration, for one test."""
+
+    daemon: Containerd
+
+    def __init__(self, tmp_path: Path, daemon: Containerd, hook_config: Path, records: Path) -> None:
+        super().__init__(
+            tmp_path, daemon, hook_config, records, socket=tmp_path / "nri.sock", image=CONTAINERD_IMAGE
+        )
+
+    def run(self, name: str, env: dict[str, str], command: list[str] | None = None) -> tuple[Any, list[str]]:
+        """A pod with one container through CRI, run to its end; its status and stdout. A container naming an
+        env file gets the guard's CDI device, as from a device plugin's Allocate."""
+        return self.run_pod(name, env, command, (GUARD,) if VAR in env else ())
 
     def never_runs(self, name: str, env: dict[str, str]) -> str:
         """Create and start an env-file container (with the guard) as kubelet does; assert it never ran its
@@ -563,6 +587,50 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def burst(
+    node: PluginNode, files: list[Path], cgroup: RequestCgroup
+) -> tuple[float, list[float], float, int]:
+    """Start the plugin in ``cgroup``, then create and start a container per env file of ``files`` (with the
+    guard) in one pod, all at once; return the wall time, each create+start's latency, the plugin's CPU
+    seconds for the burst and its peak RSS (KiB)."""
+    import concurrent.futures
+
+    node.start_plugin()
+    assert node.plugin is not None
+    cgroup.add(node.plugin.pid)
+    client = node.client
+    config = client.sandbox_config("burst", node.tmp_path / "burst-logs", {})
+    sandbox = client.run_pod_sandbox(config, "")
+    try:
+        before = cpu_seconds(node.plugin.pid)
+
+        def create(index: int) -> float:
+            started = time.monotonic()
+            container = client.create_container(
+                sandbox,
+                config,
+                name=f"c{index}",
+                image=node.image,
+                command=["/bin/true"],
+                env={VAR: str(files[index])},
+                log_path=f"c{index}.log",
+                cdi_devices=(GUARD,),
+            )
+            client.start_container(container)
+            return time.monotonic() - started
+
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(files)) as pool:
+            latencies = list(pool.map(create, range(len(files))))
+        wall = time.monotonic() - started
+        used = cpu_seconds(node.plugin.pid) - before
+        status = Path(f"/proc/{node.plugin.pid}/status").read_text().splitlines()
+        peak = int(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+    finally:
+        remove_pod(client, sandbox)
+    return wall, latencies, used, peak
+
+
 @pytest.mark.skipif(not Path("/sys/fs/cgroup/cpu/cpu.shares").exists(), reason="needs cgroup v1 cpu, memory")
 @pytest.mark.parametrize("node", ["cdi"], indirect=True)
 def test_the_manifests_requests_hold_a_burst_of_creates(
@@ -572,8 +640,6 @@ def test_the_manifests_requests_hold_a_burst_of_creates(
     the limit) answers a burst of 100 env-file creates at once through CRI: none is dropped (NRI's 2 s
     timeout would fail the create and disconnect the plugin), the plugin stays connected; its CPU time and
     peak RSS for the burst are printed (the figures packaging/kubernetes/README.md states)."""
-    import concurrent.futures
-
     cpu_milli, memory = manifest_requests()
     uid = "uid-burst"
     files = [
@@ -584,47 +650,11 @@ def test_the_manifests_requests_hold_a_burst_of_creates(
     ]
     cgroup = RequestCgroup(f"gpu-env-hook-nri-burst-{os.getpid()}", cpu_milli, memory)
     try:
-        node.start_plugin()
-        assert node.plugin is not None
-        cgroup.add(node.plugin.pid)
-        client = node.client
-        config = client.sandbox_config("burst", node.tmp_path / "burst-logs", {})
-        sandbox = client.run_pod_sandbox(config, "")
-        try:
-            before = cpu_seconds(node.plugin.pid)
-
-            def create(index: int) -> float:
-                started = time.monotonic()
-                container = client.create_container(
-                    sandbox,
-                    config,
-                    name=f"c{index}",
-                    image=CONTAINERD_IMAGE,
-                    command=["/bin/true"],
-                    env={VAR: str(files[index])},
-                    log_path=f"c{index}.log",
-                    cdi_devices=(GUARD,),
-                )
-                client.start_container(container)
-                return time.monotonic() - started
-
-            started = time.monotonic()
-            with concurrent.futures.ThreadPoolExecutor(max_workers=BURST) as pool:
-                latencies = list(pool.map(create, range(BURST)))
-            wall = time.monotonic() - started
-            used = cpu_seconds(node.plugin.pid) - before
-            peak = int(
-                next(
-                    line.split()[1]
-                    for line in Path(f"/proc/{node.plugin.pid}/status").read_text().splitlines()
-                    if line.startswith("VmHWM:")
-                )
-            )
-        finally:
-            remove_pod(client, sandbox)
+        wall, latencies, used, peak = burst(node, files, cgroup)
         log = node.plugin_log.read_text()
         assert log.count("configured by") == 1, log
         assert "session ended" not in log, log
+        assert node.plugin is not None
         assert node.plugin.poll() is None
         with capsys.disabled():
             print(

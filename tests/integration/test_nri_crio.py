@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 import grpc
 import pytest
 from containerd import write_image_archive
-from cri import CriClient, read_cri_log, remove_pod, start_pod
+from cri import CriClient, remove_pod
 from crio import CRIO_IMAGE, Crio, node_config, running
 from engine_builds import crio_dir
 from runc_hooks import STANDIN_CLI
@@ -39,7 +38,7 @@ from test_nri_containerd import (
     GUARD_FAILED,
     PYTHON,
     VAR,
-    Relay,
+    PluginNode,
     write_cdi_spec,
     write_guard_spec,
 )
@@ -66,69 +65,22 @@ def write_env_file(directory: Path, name: str, content: str) -> Path:
     return path
 
 
-class Node:
+class Node(PluginNode):
     """One CRI-O with NRI, the plugin's configuration and a CRI client, for one test."""
+
+    daemon: Crio
 
     def __init__(
         self, tmp_path: Path, daemon: Crio, hook_config: Path, records: Path, env_dir: Path | None = None
     ) -> None:
-        self.tmp_path = tmp_path
-        self.daemon = daemon
-        self.hook_config = hook_config
-        self.records = records
-        self.client = CriClient(daemon.address)
-        self.plugin: subprocess.Popen[bytes] | None = None
-        self.plugin_log = tmp_path / "plugin.log"
+        super().__init__(tmp_path, daemon, hook_config, records, socket=daemon.nri_socket, image=CRIO_IMAGE)
         self.env_dir = env_dir or tmp_path / "nvidia-env"
-        self.relay: Relay | None = None
-        self.ready = tmp_path / "plugin.ready"
-
-    def start_plugin(self, argv: list[str] | None = None, *, record: bool = False) -> None:
-        """Start ``gpu-env-hook nri`` on CRI-O's NRI socket (or ``argv``) and wait until it is ready: its
-        readiness file (``GPU_ENV_HOOK_NRI_READY``, the manifest's readinessProbe), made once CRI-O configured
-        and synchronized it. ``record``: through a relay that records the exchange (``save_record``)."""
-        self.ready.unlink(missing_ok=True)
-        if argv is None:
-            socket = self.daemon.nri_socket
-            if record:
-                self.relay = Relay(self.tmp_path / "relay.sock", socket)
-                socket = self.relay.listen
-            argv = [PYTHON, "-I", "-m", "hook", "-config", str(self.hook_config), "nri", str(socket)]
-        with self.plugin_log.open("ab") as log:
-            self.plugin = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, "GPU_ENV_HOOK_NRI_READY": str(self.ready)},
-            )
-        deadline = time.monotonic() + 30
-        while not self.ready.exists():
-            assert self.plugin.poll() is None, self.plugin_log.read_text()
-            assert time.monotonic() < deadline, f"plugin not ready: {self.plugin_log.read_text()}"
-            time.sleep(0.05)
 
     def configured(self) -> int:
         """How many times CRI-O configured a plugin of this test (each logs its Configure)."""
         if not self.plugin_log.exists():
             return 0
         return self.plugin_log.read_text(errors="replace").count("configured by cri-o")
-
-    def stop_plugin(self) -> None:
-        """Stop the plugin (TERM, then KILL) and wait for it."""
-        if self.plugin is not None and self.plugin.poll() is None:
-            self.plugin.terminate()
-            try:
-                self.plugin.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.plugin.kill()
-                self.plugin.wait(timeout=5)
-        self.plugin = None
-
-    def cli_calls(self) -> list[dict[str, Any]]:
-        """What the stand-in cli recorded, one record per call."""
-        return [json.loads(path.read_text()) for path in sorted(self.records.glob("*.json"))]
 
     def run(
         self,
@@ -138,21 +90,7 @@ class Node:
         cdi_devices: tuple[str, ...] = (),
     ) -> tuple[Any, list[str]]:
         """A pod with one container through CRI (default handler), run to its end; its status and stdout."""
-        pod = start_pod(
-            self.client,
-            workdir=self.tmp_path,
-            handler="",
-            image=CRIO_IMAGE,
-            command=command or ["/bin/env"],
-            env=env,
-            name=name,
-            cdi_devices=cdi_devices,
-        )
-        try:
-            status = self.client.wait_exited(pod.container)
-            return status, read_cri_log(pod.log)
-        finally:
-            remove_pod(self.client, pod.sandbox)
+        return self.run_pod(name, env, command, cdi_devices)
 
 
 @pytest.fixture(scope="module")
@@ -522,9 +460,7 @@ def test_the_manifests_requests_hold_a_burst_of_creates(
     memory request as the limit) answers a burst of 100 env-file creates at once through CRI: every one is
     created and started with its file applied (a dropped plugin would leave the guard's mount and fail the
     create), the plugin stays connected; its CPU time and peak RSS for the burst are printed."""
-    import concurrent.futures
-
-    from test_nri_containerd import BURST, GPUS, RequestCgroup, cpu_seconds, manifest_requests
+    from test_nri_containerd import BURST, GPUS, RequestCgroup, burst, manifest_requests
 
     cpu_milli, memory = manifest_requests()
     files = [
@@ -537,42 +473,11 @@ def test_the_manifests_requests_hold_a_burst_of_creates(
     ]
     cgroup = RequestCgroup(f"gpu-env-hook-nri-crio-burst-{os.getpid()}", cpu_milli, memory)
     try:
-        node.start_plugin()
-        assert node.plugin is not None
-        cgroup.add(node.plugin.pid)
-        client = node.client
-        config = client.sandbox_config("burst", node.tmp_path / "burst-logs", {})
-        sandbox = client.run_pod_sandbox(config, "")
-        try:
-            before = cpu_seconds(node.plugin.pid)
-
-            def create(index: int) -> float:
-                started = time.monotonic()
-                container = client.create_container(
-                    sandbox,
-                    config,
-                    name=f"c{index}",
-                    image=CRIO_IMAGE,
-                    command=["/bin/true"],
-                    env={VAR: str(files[index])},
-                    log_path=f"c{index}.log",
-                    cdi_devices=(GUARD,),
-                )
-                client.start_container(container)
-                return time.monotonic() - started
-
-            started = time.monotonic()
-            with concurrent.futures.ThreadPoolExecutor(max_workers=BURST) as pool:
-                latencies = list(pool.map(create, range(BURST)))
-            wall = time.monotonic() - started
-            used = cpu_seconds(node.plugin.pid) - before
-            status = Path(f"/proc/{node.plugin.pid}/status").read_text().splitlines()
-            peak = int(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
-        finally:
-            remove_pod(client, sandbox)
+        wall, latencies, used, peak = burst(node, files, cgroup)
         log = node.plugin_log.read_text()
         assert node.configured() == 1, log
         assert "session ended" not in log, log
+        assert node.plugin is not None
         assert node.plugin.poll() is None
         with capsys.disabled():
             print(
