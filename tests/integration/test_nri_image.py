@@ -31,7 +31,7 @@ from engine_builds import containerd2_dir
 from podman import podman
 from runc_hooks import STANDIN_CLI
 from test_daemonset_image import debian_node, debian_root_tar, image  # noqa: F401 - fixtures
-from test_nri_containerd import GPUS
+from test_nri_containerd import GPUS, containerd_config
 
 from hook.util import paths
 
@@ -86,23 +86,6 @@ def beneath(node: Path, path: str) -> Path:
                 else beneath(node, str(where.parent.relative_to(node) / target))
             )
     return where
-
-
-def containerd_config(node: Path) -> str:
-    """containerd 2.x: NRI at the node root's /run/nri/nri.sock, CDI specs from its /etc/cdi."""
-    return (
-        "version = 3\n"
-        "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n"
-        f"  sandbox = '{CONTAINERD_IMAGE}'\n"
-        "[plugins.'io.containerd.cri.v1.runtime']\n"
-        "  restrict_oom_score_adj = true\n"
-        "  enable_cdi = true\n"
-        f"  cdi_spec_dirs = ['{node}/etc/cdi']\n"
-        "[plugins.'io.containerd.nri.v1.nri']\n"
-        "  disable = false\n"
-        f"  socket_path = '{node}/run/nri/nri.sock'\n"
-        "  plugin_request_timeout = '2s'\n"
-    )
 
 
 def write_env_file(node: Path, name: str, content: str) -> str:
@@ -193,7 +176,9 @@ def test_the_images_plugin_applies_refuses_and_fails_closed_when_stopped(
     other = write_env_file(node, "pod-b.env", "GPU_ENV_HOOK_POD_UID=uid-else\nNVIDIA_VISIBLE_DEVICES=1\n")
     # containerd sees the node's /opt/gpu-env-hook, /usr/local and hook config at their node paths (the hook
     # legacy mode adds runs there), and its own config (install's handler edit replaced: not used here).
-    (node / "etc/containerd/config.toml").write_text(containerd_config(node))
+    (node / "etc/containerd/config.toml").write_text(
+        containerd_config(node / "run/nri/nri.sock", node / "etc/cdi")
+    )
     archive = write_image_archive(tmp_path / "image.tar", CONTAINERD_IMAGE, ["/bin/sleep", "3600"])
     binds = {"/etc/nvidia-container-runtime": node / "etc/nvidia-container-runtime"}
     with running(node, tmp_path / "daemon", binaries=BINARIES, binds=binds) as daemon:
