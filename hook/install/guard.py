@@ -19,6 +19,7 @@ import os
 import stat
 
 from hook.util import paths
+from hook.util.beneath import trust_problem
 
 CDI_VERSION = "0.6.0"
 
@@ -60,7 +61,7 @@ def guard_problem(root: str = "/") -> str:
         return f"{path}: cannot be read: {os_reason(err)}"
     if not stat.S_ISREG(info.st_mode):
         return f"{path}: not a regular file"
-    if info.st_uid != 0 or info.st_mode & 0o022:
+    if trust_problem(info.st_uid, info.st_mode) is not None:
         return f"{path}: must be root-owned and not group- or world-writable"
     with open(rooted(root, path), "rb") as fh:
         data = fh.read()
