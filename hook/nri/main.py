@@ -16,7 +16,7 @@ def run_nri(args: list[str], *, config: str | None) -> int:
     if len(args) > 1 or (args and args[0].startswith("-")):
         raise UsageError("nri takes at most one argument, the NRI socket's path")
     try:
-        from hook.nri.plugin import DEFAULT_SOCKET, run
+        from hook.nri.plugin import DEFAULT_SOCKET, log_line, run
     except ImportError as err:  # the node tree's wrapper runs without site-packages (-S)
         raise HookError(
             f"gpu-env-hook nri: cannot load {err.name or 'protobuf'}: run it with an interpreter that has "
@@ -29,7 +29,7 @@ def run_nri(args: list[str], *, config: str | None) -> int:
     try:
         return run(args[0] if args else DEFAULT_SOCKET, context, ready=environ_ready())
     except KeyboardInterrupt:  # SIGINT, SIGTERM: stopped
-        sys.stderr.write("gpu-env-hook nri: stopped\n")
+        log_line("gpu-env-hook nri: stopped")
         return 0
 
 

@@ -11,7 +11,8 @@ reconnects with a backoff (0.1 s doubling to 5 s) until it is stopped (SIGTERM, 
 ``KeyboardInterrupt``; the socket is closed on the way out).
 
 Requests are answered in the order they arrive (NRI calls a plugin for one event at a time); each answer
-is logged with its time on stderr when it took longer than the 500 ms budget.
+is logged with its time when it took longer than the 500 ms budget. Log lines go to stdout, one flushed
+line at a time (a pod's log collector takes stderr as errors: every connection would be one).
 """
 
 import socket
@@ -193,7 +194,7 @@ def run(
     once the runtime has synchronized the plugin, removed when the session ends (and at start)."""
     from google.protobuf.message import DecodeError
 
-    say = log or _stderr
+    say = log or log_line
     mark = _ReadyFile(ready)
     delay = BACKOFF_FIRST
     while True:
@@ -245,7 +246,8 @@ class _ReadyFile:
                 os.unlink(self.path)
 
 
-def _stderr(line: str) -> None:
-    """Log one line on stderr (journald, when run by systemd)."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+def log_line(line: str) -> None:
+    """Log one line on stdout, flushed at once (the pod's log, or journald under systemd): a collector such
+    as GKE's takes stderr as severity ERROR, and every connection would be one."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()

@@ -187,7 +187,7 @@ def test_the_images_plugin_applies_refuses_and_fails_closed_when_stopped(
         try:
             deadline = time.monotonic() + 60
             while not ready(plugin):
-                assert time.monotonic() < deadline, podman("logs", plugin).stderr
+                assert time.monotonic() < deadline, podman("logs", plugin).stdout
                 time.sleep(0.2)
 
             def run(name: str, env: dict[str, str], guard: bool) -> tuple[Any, list[str]]:
@@ -217,7 +217,7 @@ def test_the_images_plugin_applies_refuses_and_fails_closed_when_stopped(
 
             podman("stop", "--time", "10", plugin, timeout=60)
             assert podman("inspect", "--format", "{{.State.ExitCode}}", plugin).stdout.strip() == "0"
-            assert podman("logs", plugin).stderr.splitlines()[-1] == "gpu-env-hook nri: stopped"
+            assert podman("logs", plugin).stdout.splitlines()[-1] == "gpu-env-hook nri: stopped"
             with pytest.raises(grpc.RpcError) as failed:
                 run("gpu-a", {VAR: pinned}, True)
             assert f"{paths.ENV_FILE_GUARD_SOURCE}: no such file or directory" in (

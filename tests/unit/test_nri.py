@@ -5,6 +5,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -571,6 +572,38 @@ def test_a_socket_served_by_another_user_is_refused() -> None:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
         shutil.rmtree(shared)
+
+
+def test_the_plugin_logs_on_stdout_a_line_at_a_time(tmp_path: Path) -> None:
+    """gpu-env-hook nri logs on stdout (a pod's log collector takes stderr as errors), each line as it
+    happens through a pipe (not when a buffer fills): no runtime yet, then TERM; nothing on stderr."""
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    missing = tmp_path / "nri.sock"
+    plugin = subprocess.Popen(
+        [sys.executable, "-I", "-m", "hook", "-config", str(config), "nri", str(missing)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert plugin.stdout is not None
+        readable, _, _ = select.select([plugin.stdout], [], [], 30)
+        assert readable, "no line on stdout within 30 s"
+        first = plugin.stdout.readline()  # while it runs: flushed per line
+        assert (
+            first
+            == f"gpu-env-hook nri: cannot connect to {missing}: No such file or directory; retrying in 0.1 s\n"
+        )
+        plugin.send_signal(signal.SIGTERM)
+        out, err = plugin.communicate(timeout=30)
+    finally:
+        if plugin.poll() is None:
+            plugin.kill()
+            plugin.wait()
+    assert (plugin.returncode, err) == (0, "")
+    assert out.splitlines()[-1] == "gpu-env-hook nri: stopped"
 
 
 def test_without_protobuf_the_plugin_says_so_in_one_line() -> None:
