@@ -124,7 +124,8 @@ def check_config(
 def check_nri(
     root: str, processes: list[tuple[int, list[str]]] | None = None, installed: tuple[str, ...] | None = None
 ) -> Check:
-    """The NRI path (docs/nri.md): whether the runtime serves NRI at its socket, whether ``gpu-env-hook nri``
+    """The NRI path (docs/nri.md): whether the runtime serves NRI at the socket its config names
+    (``nri_socket``), whether ``gpu-env-hook nri``
     runs (looked for among the processes only on the node itself, not under another ``--root``) and whether
     ``install --nri`` wrote its unit, so which path an env-file pod takes: NRI on the default handler, else
     the runtime shim (a RuntimeClass) or hooks.d, as the engines installed (``installed``) have them.
@@ -134,25 +135,29 @@ def check_nri(
     name = "NRI plugin"
     other = f"pods take {fallback_path(installed)}"
     unit = f"; unit {UNIT_NAME} written" if os.path.isfile(under(root, UNIT_PATH)) else ""
+    socket, off = nri_socket(root, installed)
+    if off:
+        fix = "set enable_nri = true in [crio.nri] (install --engine crio --nri does), then restart crio"
+        return Check(name, ok=None, detail=f"NRI off: {off}{unit}: {other}", fix=fix)
     try:
-        is_socket = stat.S_ISSOCK(os.stat(under(root, paths.NRI_SOCKET)).st_mode)
+        is_socket = stat.S_ISSOCK(os.stat(under(root, socket)).st_mode)
     except OSError:
         is_socket = False
     if not is_socket:
-        return Check(name, ok=None, detail=f"no NRI socket at {paths.NRI_SOCKET}{unit}: {other}")
+        return Check(name, ok=None, detail=f"no NRI socket at {socket}{unit}: {other}")
     if processes is None:
         if os.path.abspath(root) != "/":
-            detail = f"{paths.NRI_SOCKET} present{unit}; the plugin is not looked for under --root"
+            detail = f"{socket} present{unit}; the plugin is not looked for under --root"
             return Check(name, ok=None, detail=detail)
         processes = _processes()
     running = [pid for pid, argv in processes if _is_nri_plugin(argv)]
     if running:
         detail = (
-            f"{paths.NRI_SOCKET} present, gpu-env-hook nri running (pid {running[0]}){unit}: "
+            f"{socket} present, gpu-env-hook nri running (pid {running[0]}){unit}: "
             "env-file pods take the NRI path on the default handler"
         )
         return Check(name, ok=True, detail=detail)
-    detail = f"{paths.NRI_SOCKET} present, gpu-env-hook nri not running{unit}: {other}"
+    detail = f"{socket} present, gpu-env-hook nri not running{unit}: {other}"
     if unit:
         fix = f"systemctl daemon-reload && systemctl enable --now {UNIT_NAME}"
     else:
@@ -198,14 +203,7 @@ def _containerd_cdi(root: str) -> str:
     """What in containerd's config keeps it from resolving the guard's device ('' when nothing is seen):
     ``enable_cdi = false``, or ``cdi_spec_dirs`` without the guard's directory (containerd 2.x has CDI on,
     with /etc/cdi and /var/run/cdi, by default; 1.7 has it off)."""
-    from hook.install.common import InstallError
-    from hook.install.containerd import effective_config, load_chain
-
-    try:
-        with open(under(root, paths.CONTAINERD_CONFIG), "rb") as fh:
-            plugins = effective_config(load_chain(root, paths.CONTAINERD_CONFIG, fh.read())).get("plugins")
-    except (OSError, InstallError):
-        return ""
+    plugins = _containerd_plugins(root)
     directory = os.path.dirname(paths.ENV_FILE_GUARD_SPEC)
     for table in _CRI_RUNTIME_TABLES:
         settings = plugins.get(table) if isinstance(plugins, dict) else None
@@ -217,6 +215,52 @@ def _containerd_cdi(root: str) -> str:
         if isinstance(dirs, list) and directory not in dirs:
             return f"{paths.CONTAINERD_CONFIG}: cdi_spec_dirs in [plugins.'{table}'] leaves out {directory}"
     return ""
+
+
+def _containerd_plugins(root: str) -> dict[str, Any] | None:
+    """The ``plugins`` tables of the config containerd runs with (the main config and its imports, merged as
+    install reads them); None when there is none or it cannot be read."""
+    from hook.install.common import InstallError
+    from hook.install.containerd import effective_config, load_chain
+
+    try:
+        with open(under(root, paths.CONTAINERD_CONFIG), "rb") as fh:
+            plugins = effective_config(load_chain(root, paths.CONTAINERD_CONFIG, fh.read())).get("plugins")
+    except (OSError, InstallError):
+        return None
+    return plugins if isinstance(plugins, dict) else {}
+
+
+def nri_socket(root: str, installed: tuple[str, ...] | None) -> tuple[str, str]:
+    """The socket the runtime serves NRI on, as its config names it, and why NRI is off ('' when it is not
+    seen off): containerd's ``socket_path`` in ``[plugins."io.containerd.nri.v1.nri"]`` (main config and
+    imports), CRI-O's ``[crio.nri] nri_listen`` and ``enable_nri`` (its files, ours among them). The engines
+    installed are asked, else (neither containerd nor CRI-O installed) whichever has a config, containerd
+    first; else the default socket."""
+    from hook.install.common import InstallError
+    from hook.install.crio import load_configs, nri_section
+    from hook.install.crio import nri_socket as crio_socket
+    from hook.install.nri import NRI_PLUGIN
+
+    engines = [engine for engine in ("containerd", "crio") if installed and engine in installed]
+    for engine in engines or ["containerd", "crio"]:
+        if engine == "containerd":
+            plugins = _containerd_plugins(root)
+            if plugins is None:
+                continue
+            table = plugins.get(NRI_PLUGIN)
+            socket = table.get("socket_path") if isinstance(table, dict) else None
+            return (socket if isinstance(socket, str) and socket else paths.NRI_SOCKET), ""
+        try:
+            configs = load_configs(root, ours=True)
+        except InstallError:
+            continue
+        if not configs:
+            continue
+        section = nri_section(configs)
+        off = "CRI-O's [crio.nri] enable_nri = false" if section.get("enable_nri") is False else ""
+        return crio_socket(section), off
+    return paths.NRI_SOCKET, ""
 
 
 def _crio_cdi(root: str) -> str:

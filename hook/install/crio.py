@@ -49,9 +49,9 @@ def dropin_path() -> str:
     return os.path.join(paths.CRIO_DROPIN_DIR, paths.CRIO_DROPIN_NAME)
 
 
-def load_configs(root: str) -> list[CrioConfig]:
+def load_configs(root: str, *, ours: bool = False) -> list[CrioConfig]:
     """Return the files CRI-O reads, in its order (crio.conf, then crio.conf.d walked in lexical order),
-    without our own drop-in; refuse one that is not valid TOML."""
+    without our own drop-in (``ours``: with it, as CRI-O reads them); refuse one that is not valid TOML."""
     import tomllib
 
     node = NodeRoot(root)
@@ -61,7 +61,7 @@ def load_configs(root: str) -> list[CrioConfig]:
         subdirs.sort()
         for name in sorted(names):
             found = os.path.join(paths.CRIO_DROPIN_DIR, os.path.relpath(os.path.join(directory, name), top))
-            if found != dropin_path():
+            if ours or found != dropin_path():
                 node_paths.append(found)
     configs = []
     for found in node_paths:
@@ -153,7 +153,6 @@ def nri_settings(configs: list[CrioConfig], root: str) -> tuple[dict[str, Any], 
     ``enable_nri = true`` is written unless the files already set it true, and ``nri_disable_connections =
     false`` where a file set it true (no external plugin could connect). A file read after our drop-in that
     sets either the other way would undo it: refused, install never rewrites a file the node wrote."""
-    merged: dict[str, Any] = {}
     for config in configs:
         crio = config.document.get("crio")
         table = crio.get("nri") if isinstance(crio, dict) else None
@@ -167,14 +166,31 @@ def nri_settings(configs: list[CrioConfig], root: str) -> tuple[dict[str, Any], 
                         f"{dropin_path()} and would keep the NRI plugin out; change it there, then install "
                         "--nri"
                     )
-        merged.update(table)
+    merged = nri_section(configs)
     wanted: dict[str, Any] = {}
     if merged.get("enable_nri") is not True:
         wanted["enable_nri"] = True
     if merged.get("nri_disable_connections") is True:
         wanted["nri_disable_connections"] = False
-    socket = merged.get("nri_listen")
-    return wanted, socket if isinstance(socket, str) and socket else paths.NRI_SOCKET
+    return wanted, nri_socket(merged)
+
+
+def nri_section(configs: list[CrioConfig]) -> dict[str, Any]:
+    """The ``[crio.nri]`` keys as CRI-O takes them from its files (each key: the last file to set it)."""
+    merged: dict[str, Any] = {}
+    for config in configs:
+        crio = config.document.get("crio")
+        table = crio.get("nri") if isinstance(crio, dict) else None
+        if isinstance(table, dict):
+            merged.update(table)
+    return merged
+
+
+def nri_socket(section: dict[str, Any]) -> str:
+    """The socket CRI-O serves NRI on: ``nri_listen`` as ``section`` (``nri_section``) has it, else its
+    default."""
+    socket = section.get("nri_listen")
+    return socket if isinstance(socket, str) and socket else paths.NRI_SOCKET
 
 
 def _read_after_ours(path: str) -> bool:

@@ -628,6 +628,13 @@ def test_doctor_finds_cdi_specs_through_the_nodes_var_run_link(tmp_path: Path) -
         "devices": [{"name": "0", "containerEdits": {"env": ["A=1"]}}],
     }
     put(root, "/run/cdi/nvidia.json", json.dumps(spec))
+    assert doctor_lines(root)["NVIDIA CDI spec"] == (
+        f"{root}/run/cdi/nvidia.json: cdiVersion 0.5.0, 1 devices, current"
+    )
+
+
+def doctor_lines(root: Path) -> dict[str, str]:
+    """Run gpu-env-hook doctor --root ROOT as a user does and return its lines by check name."""
     proc = subprocess.run(
         [sys.executable, "-I", "-m", "hook", "doctor", "--root", str(root)],
         capture_output=True,
@@ -635,8 +642,58 @@ def test_doctor_finds_cdi_specs_through_the_nodes_var_run_link(tmp_path: Path) -
         timeout=60,
         check=False,
     )
-    lines = {line[3:28].rstrip(): line[28:] for line in proc.stdout.splitlines()}
-    assert lines["NVIDIA CDI spec"] == f"{root}/run/cdi/nvidia.json: cdiVersion 0.5.0, 1 devices, current"
+    return {line[3:28].rstrip(): line[28:] for line in proc.stdout.splitlines()}
+
+
+CONTAINERD_IMPORTS = "version = 3\nimports = ['/etc/containerd/conf.d/*.toml']\n"
+
+
+@pytest.mark.parametrize(
+    ("engine", "files", "line"),
+    [
+        pytest.param(
+            "containerd",
+            {
+                "/etc/containerd/config.toml": CONTAINERD_IMPORTS,
+                "/etc/containerd/conf.d/10-nri.toml": "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n"
+                "  socket_path = '/run/custom/nri.sock'\n",
+            },
+            "/run/custom/nri.sock present; the plugin is not looked for under --root",
+            id="containerd-socket-path-in-a-drop-in",
+        ),
+        pytest.param(
+            "crio",
+            {
+                "/etc/crio/crio.conf": "[crio.nri]\nnri_listen = '/var/run/nri/nri.sock'\n",
+                "/etc/crio/crio.conf.d/10-nri.conf": "[crio.nri]\nnri_listen = '/run/custom/nri.sock'\n",
+            },
+            "/run/custom/nri.sock present; the plugin is not looked for under --root",
+            id="crio-nri-listen-in-a-drop-in",
+        ),
+        pytest.param(
+            "crio",
+            {"/etc/crio/crio.conf.d/10-nri.conf": "[crio.nri]\nenable_nri = false\n"},
+            "NRI off: CRI-O's [crio.nri] enable_nri = false: pods take the runtime shim (handler gpu-env) or "
+            "hooks.d",
+            id="crio-nri-off",
+        ),
+    ],
+)
+def test_doctor_finds_the_nri_socket_the_engine_is_configured_with(
+    tmp_path: Path, engine: str, files: dict[str, str], line: str
+) -> None:
+    """doctor's NRI line looks at the socket the engine's config names (containerd's socket_path with its
+    imports, CRI-O's nri_listen as its files merge), not only the default one, and says when CRI-O's
+    config switches NRI off; the default socket present too does not count."""
+    root = nri_tree(tmp_path)
+    for path, content in files.items():
+        put(root, path, content)
+    (root / "run/custom").mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(root / "run/custom/nri.sock"))
+    listener.close()
+    add_record(root, engine)
+    assert doctor_lines(root)["NRI plugin"] == line
 
 
 @pytest.mark.parametrize(
