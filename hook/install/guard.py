@@ -48,11 +48,12 @@ def guard_spec() -> bytes:
 def guard_problem(root: str = "/") -> str:
     """Say why the guard's spec on the node under ``root`` does not protect env-file containers ('' when it
     does): missing, not a root-owned file others cannot write, or not the spec install writes."""
-    from hook.install.common import rooted
+    from hook.install.coexist import under
 
     path = paths.ENV_FILE_GUARD_SPEC
+    where = under(root, path, follow=False)  # /etc/cdi may be a link on the node: resolved beneath the root
     try:
-        info = os.lstat(rooted(root, path))
+        info = os.lstat(where)
     except FileNotFoundError:
         return f"{path}: missing (install writes it; a device plugin naming the device fails every container)"
     except OSError as err:
@@ -63,7 +64,7 @@ def guard_problem(root: str = "/") -> str:
         return f"{path}: not a regular file"
     if trust_problem(info.st_uid, info.st_mode) is not None:
         return f"{path}: must be root-owned and not group- or world-writable"
-    with open(rooted(root, path), "rb") as fh:
+    with open(where, "rb") as fh:
         data = fh.read()
     try:
         same = json.loads(data) == guard_document()

@@ -194,6 +194,14 @@ def add_guarded_containerd(root: Path) -> None:
     put(root, paths.ENV_FILE_GUARD_SPEC, guard_spec().decode())
 
 
+def add_guard_behind_a_link(root: Path) -> None:
+    """The guard's spec in place, in a directory the node's /etc/cdi links to (an absolute link: the node's
+    /var/lib/cdi, not the one of whoever runs doctor)."""
+    add_registered_containerd(root)
+    put(root, f"/var/lib/cdi/{Path(paths.ENV_FILE_GUARD_SPEC).name}", guard_spec().decode())
+    (root / "etc/cdi").symlink_to("/var/lib/cdi")
+
+
 def add_guard_cdi_off(root: Path) -> None:
     """The guard's spec in place, but containerd's config switches CDI off."""
     add_guarded_containerd(root)
@@ -327,6 +335,14 @@ def remove_cli(root: Path) -> None:
             f"{paths.ENV_FILE_GUARD_SPEC} in place: a container given {paths.ENV_FILE_GUARD_DEVICE} starts only "
             "once the NRI plugin or gpu-env-runtime applied its env file",
             id="guard-in-place",
+        ),
+        pytest.param(
+            add_guard_behind_a_link,
+            "env-file guard",
+            True,
+            f"{paths.ENV_FILE_GUARD_SPEC} in place: a container given {paths.ENV_FILE_GUARD_DEVICE} starts only "
+            "once the NRI plugin or gpu-env-runtime applied its env file",
+            id="guard-behind-the-nodes-etc-cdi-link",
         ),
         pytest.param(
             add_guard_changed,
