@@ -13,6 +13,7 @@ Nothing is placed by hand but the env files (the device plugin's) and the hook's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -118,28 +119,52 @@ def plugin(image: str, node: Path, request: pytest.FixtureRequest, tmp_path: Pat
         config.write_text(
             f'[nvidia-container-cli]\npath = "{STANDIN_CLI}"\nenvironment = ["STANDIN_RECORD_DIR={records}"]\n'
         )
+    install_node(image, node, "containerd")
+    with plugin_container(image, node, "gpu-env-hook-nri") as name:
+        yield name
+
+
+def install_node(tag: str, node: Path, engine: str) -> None:
+    """Run the manifest's init container (the image ``tag``) to its end with ``ENGINE=engine``: install onto
+    the node root, the guard's CDI spec written."""
     spec = pod_spec()
     volumes = {volume["name"]: volume for volume in spec["volumes"]}
     (install,) = spec["initContainers"]
     args = container_args(install, volumes, node)
-    args = [arg for arg in args if not arg.startswith("--env=ENGINE=")] + ["--env=ENGINE=containerd"]
+    args = [arg for arg in args if not arg.startswith("--env=ENGINE=")] + [f"--env=ENGINE={engine}"]
     done = podman(
-        "run", "--rm", "--privileged", "--read-only", *PODMAN_LIMITS, *args, image, timeout=300, check=False
+        "run", "--rm", "--privileged", "--read-only", *PODMAN_LIMITS, *args, tag, timeout=300, check=False
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gpu-env-hook: installed; stays installed when the pod stops" in done.stdout
     assert (node / paths.ENV_FILE_GUARD_SPEC.lstrip("/")).is_file()
+
+
+@contextlib.contextmanager
+def plugin_container(tag: str, node: Path, prefix: str) -> Iterator[str]:
+    """Start the manifest's plugin container (its command, environment and volume mounts; not yet ready
+    while no runtime is there); its name. Removed after."""
+    spec = pod_spec()
+    volumes = {volume["name"]: volume for volume in spec["volumes"]}
     (container,) = spec["containers"]
-    name = f"gpu-env-hook-nri-{unique_id()}"
+    name = f"{prefix}-{unique_id()}"
     command = container["command"]
     podman(
         "run", "--detach", "--name", name, "--privileged", "--read-only", *PODMAN_LIMITS,
-        *container_args(container, volumes, node), f"--entrypoint={command[0]}", image, *command[1:],
+        *container_args(container, volumes, node), f"--entrypoint={command[0]}", tag, *command[1:],
     )  # fmt: skip
     try:
         yield name
     finally:
         podman("rm", "--force", name, check=False)
+
+
+def wait_ready(name: str) -> None:
+    """Wait (60 s at most) until the plugin container passes the manifest's readinessProbe."""
+    deadline = time.monotonic() + 60
+    while not ready(name):
+        assert time.monotonic() < deadline, podman("logs", name).stdout
+        time.sleep(0.2)
 
 
 def ready(name: str) -> bool:
@@ -185,10 +210,7 @@ def test_the_images_plugin_applies_refuses_and_fails_closed_when_stopped(
         daemon.import_image(archive)
         client = CriClient(daemon.address)
         try:
-            deadline = time.monotonic() + 60
-            while not ready(plugin):
-                assert time.monotonic() < deadline, podman("logs", plugin).stdout
-                time.sleep(0.2)
+            wait_ready(plugin)
 
             def run(name: str, env: dict[str, str], guard: bool) -> tuple[Any, list[str]]:
                 pod = start_pod(

@@ -16,14 +16,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from busybox import unique_id
 from containerd import write_image_archive
 from cri import CriClient, read_cri_log, remove_pod, start_pod
 from crio import CRIO_IMAGE, node_config, running
@@ -32,7 +30,7 @@ from podman import podman
 from runc_hooks import STANDIN_CLI
 from test_daemonset_image import debian_node, debian_root_tar, image  # noqa: F401 - fixtures
 from test_nri_containerd import GPUS
-from test_nri_image import PODMAN_LIMITS, VAR, container_args, pod_spec, ready, write_env_file
+from test_nri_image import VAR, install_node, plugin_container, wait_ready, write_env_file
 
 from hook.util import paths
 
@@ -75,31 +73,12 @@ def plugin(image: str, node: Path, request: pytest.FixtureRequest, tmp_path: Pat
             "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
             f'[nvidia-container-cli]\npath = "{STANDIN_CLI}"\nenvironment = ["STANDIN_RECORD_DIR={records}"]\n'
         )
-    spec = pod_spec()
-    volumes = {volume["name"]: volume for volume in spec["volumes"]}
-    (install,) = spec["initContainers"]
-    args = container_args(install, volumes, node)
-    args = [arg for arg in args if not arg.startswith("--env=ENGINE=")] + ["--env=ENGINE=crio"]
-    done = podman(
-        "run", "--rm", "--privileged", "--read-only", *PODMAN_LIMITS, *args, image, timeout=300, check=False
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "gpu-env-hook: installed; stays installed when the pod stops" in done.stdout
-    assert (node / paths.ENV_FILE_GUARD_SPEC.lstrip("/")).is_file()
+    install_node(image, node, "crio")
     # NRI=pod: no hooks JSON (its hook would run for every container) and no systemd unit.
     assert not (node / paths.OCI_HOOKS_DIRS[0].lstrip("/") / paths.HOOK_JSON_NAME).exists()
     assert not (node / "etc/systemd/system/gpu-env-hook-nri.service").exists()
-    (container,) = spec["containers"]
-    name = f"gpu-env-hook-nri-crio-{unique_id()}"
-    command = container["command"]
-    podman(
-        "run", "--detach", "--name", name, "--privileged", "--read-only", *PODMAN_LIMITS,
-        *container_args(container, volumes, node), f"--entrypoint={command[0]}", image, *command[1:],
-    )  # fmt: skip
-    try:
+    with plugin_container(image, node, "gpu-env-hook-nri-crio") as name:
         yield name
-    finally:
-        podman("rm", "--force", name, check=False)
 
 
 @pytest.mark.parametrize("plugin", ["cdi", "legacy"], indirect=True)
@@ -130,10 +109,7 @@ def test_the_images_plugin_on_crio_applies_refuses_and_fails_closed_when_stopped
         daemon.import_image(archive)
         client = CriClient(daemon.address)
         try:
-            deadline = time.monotonic() + 60
-            while not ready(plugin):
-                assert time.monotonic() < deadline, podman("logs", plugin).stdout
-                time.sleep(0.2)
+            wait_ready(plugin)
             assert "configured by cri-o 1.36" in podman("logs", plugin).stdout
 
             def run(name: str, env: dict[str, str], guard: bool) -> tuple[Any, list[str]]:
