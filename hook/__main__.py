@@ -49,7 +49,7 @@ REFUSAL_LOG_LIMIT = 256 * 1024
 _BOOL_FLAGS = ("debug", "version", "env-only", "no-color")
 # The commands an engine (or containerd's NRI) runs. Anything after their word is ignored, as by upstream's
 # flag package, except a help word: then the usage on stdout, exit 0 (a person asked; no engine passes one).
-ENGINE_COMMANDS = ("prestart", "createRuntime", "poststart", "poststop", "precreate", "nri")
+ENGINE_COMMANDS = ("prestart", "createRuntime", "poststart", "poststop", "precreate", "nri", "nri-backstop")
 HELP_WORDS = ("-h", "--h", "-help", "--help")
 
 USAGE = f"""\
@@ -78,6 +78,9 @@ Commands:
         merge the env file into the config on stdin and print it (podman precreate hook)
   nri [SOCKET]
         run as an NRI plugin on containerd 2.x (default socket /var/run/nri/nri.sock)
+  nri-backstop
+        OCI hook of earlier releases' base specs: refuse a container whose env file the NRI plugin did not
+        handle (the env-file guard replaces it: take it out of the base spec)
   resolve, validate, env-file, cdi, config, doctor, install, uninstall
         commands for people: '{PROG} --help' lists them, '{PROG} COMMAND -h' explains one
 """
@@ -173,12 +176,17 @@ def dispatch(flags: dict[str, str | bool], rest: list[str]) -> int:
         from hook.util.paths import environ
 
         return Done(run_precreate(build_options(flags), sys.stdin.buffer, sys.stdout.buffer, environ()))
-    if command == "nri":
+    if command in ("nri", "nri-backstop"):
         config = flags.get("config")
         config_path = config if isinstance(config, str) and config else None
-        from hook.nri.main import run_nri
+        if command == "nri":
+            from hook.nri.main import run_nri
 
-        return run_nri(rest[1:], config=config_path)
+            return run_nri(rest[1:], config=config_path)
+        from hook.nri.backstop import run_backstop
+        from hook.util.paths import environ
+
+        return Done(run_backstop(sys.stdin.buffer, environ(), config_path))
     if command in HUMAN_COMMANDS or command == "help":
         config = flags.get("config")
         config_path = config if isinstance(config, str) and config else None

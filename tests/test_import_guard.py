@@ -296,6 +296,12 @@ CDI = frozenset(
         "hook.pipeline.cdidevices",
     }
 )
+# The NRI backstop of earlier releases' base specs (kept so they keep working): config.json read, not decoded
+# unless it names the env-file variable; a handled container (the variable set empty) passes, having read the
+# settings.
+BACKSTOP = frozenset(
+    {"hook.__main__", "hook.launcher", "hook.pipeline.specenv", "hook.nri", "hook.nri.backstop"}
+)
 PINNED = {
     "non-gpu": ENTRY | SPEC | STAGE,
     "nvidia-visible-devices": ENTRY | SPEC | STAGE | SETTINGS | REQUEST | EXEC_CLI,
@@ -338,6 +344,8 @@ PINNED = {
     "producer-path": PRODUCER - OS | HASHLIB | {"stat", "_stat", "hook.util.beneath"},
     "producer-write": PRODUCER | PRODUCER_RULES | WRITE,
     "producer-check": PRODUCER | PRODUCER_RULES | DOTENV_PARSER,
+    "backstop-plain": ENTRY | SPEC | BACKSTOP,
+    "backstop-handled": ENTRY | SPEC | SETTINGS | BACKSTOP,
 }
 ENV_FILE_CASES = (
     "env-file",
@@ -353,6 +361,8 @@ NO_EXEC_CASES = (
     "producer-path",
     "producer-write",
     "producer-check",
+    "backstop-plain",
+    "backstop-handled",
 )
 
 
@@ -400,6 +410,13 @@ def pinned_case(name: str, tmp_path: Path, make_bundle: MakeBundle, make_config:
         handoff = "-env-file-merged=unpinned:NVIDIA_VISIBLE_DEVICES,OTHER"
         state = json.dumps({"pid": 1, "bundle": str(merged)}).encode()
         return run_entry(["-config", str(config), handoff, "prestart"], tmp_path, cwd=merged, stdin=state)
+    if name.startswith("backstop-"):
+        handled = make_bundle(
+            ["PATH=/bin", "NVIDIA_ENV_FROM_FILE=", "NVIDIA_VISIBLE_DEVICES=0"], name="handled"
+        )
+        target = handled if name == "backstop-handled" else make_bundle(["PATH=/bin"], name="plain")
+        state = json.dumps({"pid": 1, "bundle": str(target)}).encode()
+        return run_entry(["-config", str(config), "nri-backstop"], tmp_path, cwd=target, stdin=state)
     if name == "shim-state":
         argv = ["--root", str(tmp_path / "state"), "state", "c1"]
         return run_entry(argv, tmp_path, cwd=tmp_path, entry="hook.stages.shim", env=shim_env)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from cdi_helpers import SECRET, write_secret_specs
-from conftest import REPO
+from conftest import REPO, MakeBundle, MakeConfig, RunHook
 from hypothesis import given
 from hypothesis import strategies as st
 from record_helpers import replaced
@@ -506,6 +506,48 @@ def test_cdi_spec_content_never_in_the_plugins_output(
 def test_cdi_names_applied(name: str, version: str, expected: bool) -> None:
     """The runtime name and version from Configure decide whether CDI names are applied."""
     assert cdi_names_applied(name, version) is expected
+
+
+# --- the backstop hook ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "refused"),
+    [
+        pytest.param(["PATH=/bin"], False, id="no-env-file"),
+        pytest.param(["PATH=/bin", f"{VAR}="], False, id="handled-variable-set-empty"),
+        pytest.param(["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"], False, id="variable-removed"),
+        pytest.param(["A=mentions NVIDIA_ENV_FROM_FILE in a value"], False, id="name-only-in-a-value"),
+        pytest.param(["PATH=/bin", f"{VAR}=/run/nvidia-env/a.env"], True, id="unhandled"),
+    ],
+)
+def test_backstop_refuses_only_an_unhandled_env_file(
+    make_bundle: MakeBundle, run_hook: RunHook, env: list[str], refused: bool
+) -> None:
+    """The backstop hook stops a container that still names an env file (the plugin was not there); any
+    other container passes; config.json is never changed."""
+    bundle = make_bundle(env)
+    run = run_hook(bundle, command="nri-backstop")
+    assert run.spec_after == run.spec_before
+    assert run.record is None
+    if refused:
+        assert run.returncode == 1
+        assert run.stderr == (
+            "env file '/run/nvidia-env/a.env': not handled by the NRI plugin (is `gpu-env-hook nri` "
+            "running?); the container is not started without its variables\n"
+        )
+    else:
+        assert (run.returncode, run.stderr) == (0, "")
+
+
+def test_backstop_follows_a_renamed_variable(
+    make_bundle: MakeBundle, make_config: MakeConfig, run_hook: RunHook
+) -> None:
+    """[env-file] variable names the variable the backstop looks for."""
+    config = make_config('[env-file]\nvariable = "MY_GPU_FILE"\n', standin=False)
+    run = run_hook(make_bundle(["MY_GPU_FILE=/x/a.env"]), config=config, command="nri-backstop")
+    assert run.returncode == 1
+    assert run.stderr.startswith("env file '/x/a.env': not handled by the NRI plugin")
 
 
 # --- the socket ------------------------------------------------------------------------------------------------
