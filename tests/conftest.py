@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,9 +21,11 @@ from hook.pipeline.config import EnvFileSettings, parse_config
 
 # The producer's naming key (hook.producer.namekey) for the whole session, never the node's /var/lib/gpu-env-hook: set
 # before any test runs, so every producer command a test starts inherits it.
-os.environ.setdefault(
-    "GPU_ENV_HOOK_NAME_KEY", str(Path(tempfile.mkdtemp(prefix="gpu-env-hook-key-")) / "alloc.key")
-)
+# The directory is removed when the test process ends (every run left one in /tmp before).
+if "GPU_ENV_HOOK_NAME_KEY" not in os.environ:
+    _KEY_DIR = tempfile.mkdtemp(prefix="gpu-env-hook-key-")
+    atexit.register(shutil.rmtree, _KEY_DIR, ignore_errors=True)
+    os.environ["GPU_ENV_HOOK_NAME_KEY"] = str(Path(_KEY_DIR) / "alloc.key")
 
 TESTS = Path(__file__).resolve().parent
 

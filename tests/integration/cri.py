@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import shutil
 import sys
 import tempfile
 import time
@@ -49,7 +50,9 @@ def compiled() -> tuple[ModuleType, ModuleType]:
     try:
         return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")
     finally:
+        # Imported: the modules live on without their files (every test process left one in /tmp before).
         sys.path.remove(str(out))
+        shutil.rmtree(out, ignore_errors=True)
 
 
 # The labels kubelet puts on every sandbox and container it creates (from the pod spec, never from a pod's
