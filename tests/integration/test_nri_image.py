@@ -14,6 +14,7 @@ Nothing is placed by hand but the env files (the device plugin's) and the hook's
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -174,6 +175,22 @@ def ready(name: str) -> bool:
     return podman("exec", name, *probe, check=False).returncode == 0
 
 
+def run_pod(
+    client: CriClient, workdir: Path, container_image: str, name: str, env: dict[str, str], guard: bool
+) -> tuple[Any, list[str]]:
+    """Run one pod's container to its end on the default handler (printing its environment, devices and
+    mounts), the env-file guard's CDI device named when ``guard``; its status and log lines."""
+    pod = start_pod(
+        client, workdir=workdir, handler="", image=container_image, name=name, env=env,
+        command=["/bin/sh", "-c", "env; ls /dev; cat /proc/self/mounts"],
+        cdi_devices=(paths.ENV_FILE_GUARD_DEVICE,) if guard else (),
+    )  # fmt: skip
+    try:
+        return client.wait_exited(pod.container), read_cri_log(pod.log)
+    finally:
+        remove_pod(client, pod.sandbox)
+
+
 @pytest.mark.parametrize("plugin", ["cdi", "legacy"], indirect=True)
 def test_the_images_plugin_applies_refuses_and_fails_closed_when_stopped(
     node: Path, plugin: str, tmp_path: Path
@@ -212,16 +229,7 @@ def test_the_images_plugin_applies_refuses_and_fails_closed_when_stopped(
         try:
             wait_ready(plugin)
 
-            def run(name: str, env: dict[str, str], guard: bool) -> tuple[Any, list[str]]:
-                pod = start_pod(
-                    client, workdir=tmp_path, handler="", image=CONTAINERD_IMAGE, name=name, env=env,
-                    command=["/bin/sh", "-c", "env; ls /dev; cat /proc/self/mounts"],
-                    cdi_devices=(paths.ENV_FILE_GUARD_DEVICE,) if guard else (),
-                )  # fmt: skip
-                try:
-                    return client.wait_exited(pod.container), read_cri_log(pod.log)
-                finally:
-                    remove_pod(client, pod.sandbox)
+            run = functools.partial(run_pod, client, tmp_path, CONTAINERD_IMAGE)
 
             status, stdout = run("gpu-a", {VAR: pinned}, True)
             assert (status.exit_code, status.reason) == (0, "Completed"), daemon.log()

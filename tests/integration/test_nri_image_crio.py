@@ -13,24 +13,24 @@ plain one runs. Nothing is placed by hand but CRI-O's config, the env files and 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 from containerd import write_image_archive
-from cri import CriClient, read_cri_log, remove_pod, start_pod
+from cri import CriClient
 from crio import CRIO_IMAGE, node_config, running
 from engine_builds import crio_dir
 from podman import podman
 from runc_hooks import STANDIN_CLI
 from test_daemonset_image import debian_node, debian_root_tar, image  # noqa: F401 - fixtures
 from test_nri_containerd import GPUS
-from test_nri_image import VAR, install_node, plugin_container, wait_ready, write_env_file
+from test_nri_image import VAR, install_node, plugin_container, run_pod, wait_ready, write_env_file
 
 from hook.util import paths
 
@@ -112,16 +112,7 @@ def test_the_images_plugin_on_crio_applies_refuses_and_fails_closed_when_stopped
             wait_ready(plugin)
             assert "configured by cri-o 1.36" in podman("logs", plugin).stdout
 
-            def run(name: str, env: dict[str, str], guard: bool) -> tuple[Any, list[str]]:
-                pod = start_pod(
-                    client, workdir=tmp_path, handler="", image=CRIO_IMAGE, name=name, env=env,
-                    command=["/bin/sh", "-c", "env; ls /dev; cat /proc/self/mounts"],
-                    cdi_devices=(paths.ENV_FILE_GUARD_DEVICE,) if guard else (),
-                )  # fmt: skip
-                try:
-                    return client.wait_exited(pod.container), read_cri_log(pod.log)
-                finally:
-                    remove_pod(client, pod.sandbox)
+            run = functools.partial(run_pod, client, tmp_path, CRIO_IMAGE)
 
             status, stdout = run("gpu-a", {VAR: pinned}, True)
             assert (status.exit_code, status.reason) == (0, "Completed"), daemon.log()
